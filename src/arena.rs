@@ -1,0 +1,969 @@
+//! The resize arena: a bump allocator over one slot of reserved address space that never fails
+//! when it is too small, records the high-water mark it would have needed, and resizes itself at
+//! the end of the outermost region so the next run of the same work fits with zero overflow.
+//!
+//! This is Bumper.jl's `ResizeBuffer` made sound for a transparent allocator:
+//!
+//! * **Overflow grows in place.** The slot is reserved up front, so memory past the planned
+//!   capacity is committed right behind it instead of being a separate `malloc`. Nothing ever has
+//!   to move. Only when the slot itself is exhausted, or the kernel refuses the commit, does an
+//!   allocation *spill* to the next allocator (the caller does that when `alloc` returns null).
+//! * **Escapes are safe.** Every 16 KiB granule counts the live blocks that touch it. The bump
+//!   pointer only ever enters a granule whose count is zero, so a block that escapes its region
+//!   pins one granule (or the granules it spans), never the arena, and is never overwritten.
+//! * **Cross-thread frees are lock-free.** The owner thread keeps plain counters (`local`); other
+//!   threads add to an atomic `remote` counter per granule. `live = local - remote`.
+//!
+//! # Slot layout
+//! ```text
+//! slot_base ┬ Arena (this struct)
+//!           ├ local:  [u64; granules]        owner-only alloc-minus-local-free counts
+//!           ├ remote: [AtomicU64; granules]  frees by other threads
+//!           ├ … padding to a granule boundary
+//! data_start┴ data granules … up to slot_end
+//! ```
+//! Slots are aligned to their size, so the arena of any pointer is `p & !(slot_size - 1)`.
+//!
+//! # Block layout
+//! Every block has a 16-byte [`Header`] right before it holding its size and a tag that tells a
+//! live block from a freed one (double-free detection). The counted span of a block is
+//! `[header, block + size)`. Blocks are 16-byte aligned, and the bump pointer stays 16-byte aligned.
+
+use core::cell::Cell;
+use core::mem::size_of;
+use core::ptr;
+use core::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+
+use crate::os;
+
+/// log2 of the granule size. A granule is the unit of reuse: an escaped block pins its granules.
+pub const GRANULE_SHIFT: u32 = 14;
+/// 16 KiB: the most memory one escaped small block can hold back.
+pub const GRANULE: usize = 1 << GRANULE_SHIFT;
+/// Bytes of [`Header`] in front of every block.
+pub const HEADER: usize = 16;
+/// Every block is aligned to at least this (what `malloc` promises on x86-64).
+pub const MIN_ALIGN: usize = 16;
+/// Number of region peaks the shrink policy looks back over.
+pub const PEAK_HISTORY: usize = 8;
+/// Nested regions deeper than this still work but do not restore their checkpoint.
+pub const MAX_CHECKPOINTS: usize = 32;
+
+const TAG_LIVE: usize = 0x5EA1_A110_C0DE_0001;
+const TAG_FREED: usize = 0xF4EE_DF4E_EDF4_EE02;
+
+/// The 16 bytes in front of every arena block.
+#[repr(C)]
+pub struct Header {
+    /// Requested size in bytes (at least 1).
+    pub size: usize,
+    /// `TAG_LIVE ^ block` while allocated, `TAG_FREED ^ block` once freed.
+    tag: usize,
+}
+
+/// How one arena behaves; fixed when the arena is created.
+#[derive(Clone, Copy, Debug)]
+pub struct ArenaConfig {
+    /// Capacity planned for the first region, in bytes (rounded up to a granule).
+    pub initial_capacity: usize,
+    /// Smallest request served from the arena; smaller ones go to the next allocator.
+    pub min_alloc: usize,
+    /// Largest request served from the arena; larger ones go to the next allocator.
+    pub max_alloc: usize,
+    /// Process mode: there is no region end, so the bump pointer wraps around and reuses freed
+    /// granules while the program runs, growing only when a lap finds too little room.
+    pub recycle: bool,
+}
+
+impl Default for ArenaConfig {
+    fn default() -> Self {
+        ArenaConfig { initial_capacity: 64 << 10, min_alloc: 0, max_alloc: usize::MAX, recycle: false }
+    }
+}
+
+/// Per-arena figures. See [`crate::stats`] for what each one means.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[repr(C)]
+pub struct ArenaStats {
+    pub arena_capacity: u64,
+    pub arena_committed: u64,
+    pub high_water: u64,
+    pub region_allocs: u64,
+    pub overflow_allocs: u64,
+    pub spilled_allocs: u64,
+    pub resizes: u64,
+}
+
+/// A counter that only the owner thread writes and any thread may read.
+/// Load-then-store instead of `fetch_add`: no lock prefix on the hot path, and no data race.
+#[derive(Default)]
+struct OwnerCounter(AtomicU64);
+
+impl OwnerCounter {
+    #[inline(always)]
+    fn add(&self, n: u64) {
+        self.0.store(self.0.load(Ordering::Relaxed).wrapping_add(n), Ordering::Relaxed);
+    }
+    #[inline(always)]
+    fn set(&self, n: u64) {
+        self.0.store(n, Ordering::Relaxed);
+    }
+    #[inline(always)]
+    fn get(&self) -> u64 {
+        self.0.load(Ordering::Relaxed)
+    }
+}
+
+#[derive(Clone, Copy, Default)]
+struct Checkpoint {
+    top: usize,
+    run_id: u64,
+}
+
+/// Why the current run could not be extended.
+enum Stop {
+    /// The granule starting at this address still holds live blocks.
+    Pinned(usize),
+    /// The run reached the end of committed memory.
+    Uncommitted,
+}
+
+/// One thread's resize arena. Lives at the start of its slot.
+///
+/// # Invariants (owner-thread fields)
+/// * `data_start <= run_start <= top` and `top <= run_end <= committed_end <= slot_end`, where `top`
+///   may lag behind `run_start` only transiently inside a method; `top % 16 == 0`.
+/// * Every granule in `[granule_ceil(top), run_end)` has a live count of zero and nothing in
+///   `[top, run_end)` belongs to a live block: that is the memory the bump pointer hands out next.
+/// * `limit == min(run_end, cap_end)`; the fast path serves only `[top, limit)`.
+/// * `run_end`, `cap_end`, `committed_end` are granule aligned.
+/// * `local[g] - remote[g]` is the number of live blocks whose counted span touches granule `g`.
+///
+/// Only the owner thread touches the `Cell` fields; other threads touch only the atomics (remote
+/// frees, stats reads, the orphan handshake).
+#[repr(C, align(64))]
+pub struct Arena {
+    // --- hot: every region allocation ---
+    top: Cell<usize>,
+    limit: Cell<usize>,
+    slot_base: usize,
+    local: *mut u64,
+    min_alloc: usize,
+    /// `max_alloc - min_alloc`: one unsigned compare checks both bounds.
+    alloc_span: usize,
+    region_allocs: OwnerCounter,
+
+    // --- warm: slow path and region ends ---
+    run_start: Cell<usize>,
+    run_end: Cell<usize>,
+    run_id: Cell<u64>,
+    cap_end: Cell<usize>,
+    committed_end: Cell<usize>,
+    /// Highest `run_end` ever: granules past it were never used.
+    used_end: Cell<usize>,
+    data_start: usize,
+    slot_end: usize,
+    /// Where the current outermost region started bumping.
+    origin: Cell<usize>,
+    /// Bytes this outermost region needed so far (`top - origin` at most), not counting
+    /// `spill_bytes`.
+    peak: Cell<usize>,
+    /// Bytes of this region that had to be served by the next allocator.
+    spill_bytes: Cell<usize>,
+    /// Bytes this region jumped over (pinned granules and abandoned run tails).
+    skipped: Cell<usize>,
+    peaks: [Cell<usize>; PEAK_HISTORY],
+    peaks_seen: Cell<usize>,
+    min_capacity: usize,
+    recycle: bool,
+    /// Process mode: bytes of runs used since the bump pointer last wrapped.
+    lap_progress: Cell<usize>,
+    checkpoints: [Cell<Checkpoint>; MAX_CHECKPOINTS],
+    checkpoint_depth: Cell<usize>,
+
+    // --- readable by any thread ---
+    capacity_bytes: OwnerCounter,
+    committed_bytes: OwnerCounter,
+    high_water: OwnerCounter,
+    overflow_allocs: OwnerCounter,
+    spilled_allocs: OwnerCounter,
+    resizes: OwnerCounter,
+
+    // --- written by other threads ---
+    remote: *const AtomicU64,
+    remote_total: AtomicU64,
+    local_total_final: AtomicU64,
+    orphaned: AtomicBool,
+    released: AtomicBool,
+    /// Free for the owner of the slot table to use (links, ids).
+    pub slot_index: AtomicUsize,
+}
+
+// SAFETY: the `Cell` fields are only touched by the owner thread (documented above and upheld by
+// the router, which calls owner-only methods only with the thread's own arena). Everything other
+// threads touch is atomic.
+unsafe impl Sync for Arena {}
+
+#[inline(always)]
+const fn align_up(x: usize, a: usize) -> usize {
+    (x + a - 1) & !(a - 1)
+}
+
+impl Arena {
+    /// Bytes at the start of a slot taken by the arena's own metadata.
+    pub const fn metadata_bytes(slot_size: usize) -> usize {
+        let granules = slot_size >> GRANULE_SHIFT;
+        align_up(align_up(size_of::<Arena>(), 64) + granules * 16, GRANULE)
+    }
+
+    /// Builds an arena in the slot `[slot_base, slot_base + slot_size)`.
+    ///
+    /// Returns `None` if the kernel refuses to commit the metadata.
+    ///
+    /// # Safety
+    /// 1. The slot lies in a [`os::reserve`] mapping, is aligned to `slot_size`, and is otherwise unused.
+    /// 2. `slot_size` is a power of two and at least 4 granules larger than the metadata.
+    /// 3. The arena is used by one owner thread at a time, as documented on [`Arena`].
+    pub unsafe fn create(slot_base: usize, slot_size: usize, cfg: ArenaConfig) -> Option<&'static Arena> {
+        let meta = Self::metadata_bytes(slot_size);
+        debug_assert!(slot_size.is_power_of_two() && slot_base % slot_size == 0);
+        debug_assert!(meta + 4 * GRANULE <= slot_size, "slot of {slot_size} bytes too small");
+        let data_start = slot_base + meta;
+        let slot_end = slot_base + slot_size;
+        let data_room = slot_end - data_start;
+        let capacity = align_up(cfg.initial_capacity.max(GRANULE), GRANULE).min(data_room);
+        // SAFETY: obligation 1 says the slot is ours; both ranges are granule (so page) aligned.
+        if !unsafe { os::commit(slot_base, meta) } {
+            return None;
+        }
+        // SAFETY: as above. If committing the first capacity fails, start with none: the first
+        // allocation then commits what it needs or spills.
+        let committed = if unsafe { os::commit(data_start, capacity) } { capacity } else { 0 };
+        let granules = slot_size >> GRANULE_SHIFT;
+        let local = (slot_base + align_up(size_of::<Arena>(), 64)) as *mut u64;
+        // SAFETY: `local` and `remote` lie within the metadata just committed (see metadata_bytes).
+        let remote = unsafe { local.add(granules) } as *const AtomicU64;
+        let min_alloc = cfg.min_alloc.max(1);
+        let max_alloc = cfg.max_alloc.max(min_alloc);
+        let arena = Arena {
+            top: Cell::new(data_start),
+            limit: Cell::new(data_start),
+            slot_base,
+            local,
+            min_alloc,
+            alloc_span: max_alloc - min_alloc,
+            region_allocs: OwnerCounter::default(),
+            run_start: Cell::new(data_start),
+            run_end: Cell::new(data_start),
+            run_id: Cell::new(0),
+            cap_end: Cell::new(data_start + committed),
+            committed_end: Cell::new(data_start + committed),
+            used_end: Cell::new(data_start),
+            data_start,
+            slot_end,
+            origin: Cell::new(data_start),
+            peak: Cell::new(0),
+            spill_bytes: Cell::new(0),
+            skipped: Cell::new(0),
+            peaks: Default::default(),
+            peaks_seen: Cell::new(0),
+            min_capacity: capacity,
+            recycle: cfg.recycle,
+            lap_progress: Cell::new(0),
+            checkpoints: Default::default(),
+            checkpoint_depth: Cell::new(0),
+            capacity_bytes: OwnerCounter::default(),
+            committed_bytes: OwnerCounter::default(),
+            high_water: OwnerCounter::default(),
+            overflow_allocs: OwnerCounter::default(),
+            spilled_allocs: OwnerCounter::default(),
+            resizes: OwnerCounter::default(),
+            remote,
+            remote_total: AtomicU64::new(0),
+            local_total_final: AtomicU64::new(0),
+            orphaned: AtomicBool::new(false),
+            released: AtomicBool::new(false),
+            slot_index: AtomicUsize::new(0),
+        };
+        arena.capacity_bytes.set(committed as u64);
+        arena.committed_bytes.set(committed as u64);
+        let at = slot_base as *mut Arena;
+        // SAFETY: the slot start is committed, 64-byte aligned (slot aligned) and unused (obligation 1).
+        unsafe { at.write(arena) };
+        // SAFETY: just written; lives as long as the slot, which outlives every user by obligation 1.
+        Some(unsafe { &*at })
+    }
+
+    /// The arena that owns `p`, given that `p` lies in some slot of size `slot_size`.
+    #[inline(always)]
+    pub fn of(p: usize, slot_size: usize) -> *const Arena {
+        (p & !(slot_size - 1)) as *const Arena
+    }
+
+    /// First byte of the slot this arena lives in.
+    pub fn slot_base(&self) -> usize {
+        self.slot_base
+    }
+
+    #[inline(always)]
+    fn granule(&self, addr: usize) -> usize {
+        (addr - self.slot_base) >> GRANULE_SHIFT
+    }
+
+    /// Live blocks touching granule `g`. Acquire pairs with the Release of remote frees, so a
+    /// granule that reads as free was completely finished with by every thread.
+    #[inline(always)]
+    fn live(&self, g: usize) -> u64 {
+        // SAFETY: `g` indexes a granule of this slot; both tables have one entry per granule.
+        unsafe { (*self.local.add(g)).wrapping_sub((*self.remote.add(g)).load(Ordering::Acquire)) }
+    }
+
+    // ---------------------------------------------------------------- allocation
+
+    /// Allocates `size` bytes aligned to `align` (a power of two). Null means "not served here":
+    /// the request is outside the size bounds, or memory ran out; the caller uses the next
+    /// allocator.
+    ///
+    /// # Safety
+    /// Called by the owner thread. `size >= 1`, `align` a power of two.
+    #[inline(always)]
+    pub unsafe fn alloc(&self, size: usize, align: usize) -> *mut u8 {
+        debug_assert!(size >= 1 && align.is_power_of_two());
+        let align = if align < MIN_ALIGN { MIN_ALIGN } else { align };
+        let p = self.top.get().wrapping_add(HEADER + align - 1) & !(align - 1);
+        let end = p.wrapping_add(size);
+        // `size - min_alloc > span` also catches huge sizes; `end < p` catches wrap-around.
+        if end > self.limit.get() || end < p || size.wrapping_sub(self.min_alloc) > self.alloc_span {
+            return self.alloc_slow(size, align);
+        }
+        self.top.set(align_up(end, MIN_ALIGN));
+        // SAFETY: `[p - HEADER, end)` lies in `[top, limit)`, which the invariants say is
+        // committed and unused.
+        unsafe { self.commit_block(p, size) };
+        p as *mut u8
+    }
+
+    /// Writes the header and counts the block. The caller has moved `top` past it.
+    ///
+    /// # Safety
+    /// `[p - HEADER, p + size)` is committed, unused memory of this arena's current run.
+    #[inline(always)]
+    unsafe fn commit_block(&self, p: usize, size: usize) {
+        let hdr = (p - HEADER) as *mut Header;
+        // SAFETY: caller's obligation.
+        unsafe { hdr.write(Header { size, tag: TAG_LIVE ^ p }) };
+        let first = self.granule(p - HEADER);
+        let last = self.granule(p + size - 1);
+        if first == last {
+            // SAFETY: `first` indexes a granule of this slot; the owner thread is the only writer.
+            unsafe { *self.local.add(first) += 1 };
+        } else {
+            self.count_span(first, last);
+        }
+        self.region_allocs.add(1);
+        debug_assert!(self.top.get() <= self.run_end.get(), "bump past the checked run");
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn count_span(&self, first: usize, last: usize) {
+        for g in first..=last {
+            // SAFETY: every `g` indexes a granule of this slot; owner thread only.
+            unsafe { *self.local.add(g) += 1 };
+        }
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn alloc_slow(&self, size: usize, align: usize) -> *mut u8 {
+        if size.wrapping_sub(self.min_alloc) > self.alloc_span || size == 0 {
+            return ptr::null_mut(); // out of bounds for the arena: not an overflow
+        }
+        if align > self.slot_end - self.data_start || size > self.slot_end - self.data_start {
+            return self.spill(size); // no slot can ever hold it
+        }
+        let mut wrapped = false;
+        loop {
+            let p = align_up(self.top.get() + HEADER, align);
+            let end = p + size;
+            let new_top = align_up(end, MIN_ALIGN);
+            if new_top > self.slot_end {
+                // Not even the rest of the slot can take it.
+                if self.recycle && !wrapped && self.run_start.get() != self.data_start {
+                    self.wrap();
+                    wrapped = true;
+                    continue;
+                }
+                return self.spill(size);
+            }
+            if new_top <= self.run_end.get() {
+                if end > self.cap_end.get() {
+                    self.overflow_allocs.add(1);
+                    if self.recycle {
+                        // Process mode has no region end to resize at: the capacity follows
+                        // the committed memory at once.
+                        self.set_capacity_end(self.committed_end.get());
+                    }
+                }
+                self.top.set(new_top);
+                self.limit.set(self.run_end.get().min(self.cap_end.get()));
+                // SAFETY: `[p - HEADER, end)` lies in the checked run `[top, run_end)`.
+                unsafe { self.commit_block(p, size) };
+                return p as *mut u8;
+            }
+            match self.extend_run(new_top) {
+                Ok(()) => {}
+                Err(Stop::Pinned(at)) => self.start_run(at + GRANULE),
+                Err(Stop::Uncommitted) => {
+                    if self.recycle && !wrapped && self.lap_is_worth_it() {
+                        self.wrap();
+                        wrapped = true;
+                    } else if !self.grow_commit(new_top) {
+                        return self.spill(size);
+                    }
+                }
+            }
+        }
+    }
+
+    /// Grows the current run granule by granule up to `need_end`, as long as each granule is
+    /// committed and free.
+    fn extend_run(&self, need_end: usize) -> Result<(), Stop> {
+        let mut run_end = self.run_end.get();
+        let result = loop {
+            if run_end >= need_end {
+                break Ok(());
+            }
+            if run_end >= self.committed_end.get() {
+                break Err(Stop::Uncommitted);
+            }
+            if self.live(self.granule(run_end)) != 0 {
+                break Err(Stop::Pinned(run_end));
+            }
+            run_end += GRANULE;
+        };
+        self.run_end.set(run_end);
+        if run_end > self.used_end.get() {
+            self.used_end.set(run_end);
+        }
+        self.limit.set(run_end.min(self.cap_end.get()));
+        result
+    }
+
+    /// Abandons the current run and starts an empty one at `at` (granule aligned).
+    fn start_run(&self, at: usize) {
+        self.note_peak();
+        self.skipped.set(self.skipped.get() + at.saturating_sub(self.top.get()));
+        self.lap_progress.set(self.lap_progress.get() + (self.run_end.get() - self.run_start.get()));
+        self.run_id.set(self.run_id.get() + 1);
+        self.run_start.set(at);
+        self.run_end.set(at);
+        self.top.set(at);
+        self.limit.set(at.min(self.cap_end.get()));
+    }
+
+    /// Process mode: go back to the start of the arena and reuse freed granules.
+    fn wrap(&self) {
+        self.start_run(self.data_start);
+        self.origin.set(self.data_start);
+        self.lap_progress.set(0);
+    }
+
+    /// Process mode: a lap pays off when the last one found a useful share of free memory;
+    /// otherwise growing is cheaper than scanning a full arena for crumbs.
+    fn lap_is_worth_it(&self) -> bool {
+        let committed = self.committed_end.get() - self.data_start;
+        self.lap_progress.get() + (self.run_end.get() - self.run_start.get()) >= committed / 4
+    }
+
+    /// Commits memory so that at least `need_end` is accessible. Returns false when the slot is
+    /// exhausted or the kernel refuses.
+    fn grow_commit(&self, need_end: usize) -> bool {
+        let committed_end = self.committed_end.get();
+        if need_end <= committed_end {
+            return true;
+        }
+        if need_end > self.slot_end {
+            return false;
+        }
+        let committed = committed_end - self.data_start;
+        // Process mode grows geometrically (half of what is committed, 64 KiB..64 MiB) so laps
+        // stay rare. Region mode commits what the overflow needs plus at most 1/16 (fewer
+        // mprotect calls in a first region full of small blocks) and resizes at the end.
+        let step = if self.recycle { (committed / 2).clamp(GRANULE * 4, 64 << 20) } else { (committed / 16).clamp(GRANULE, 1 << 20) };
+        let want = align_up(need_end.max(committed_end + step), GRANULE).min(self.slot_end);
+        let exact = align_up(need_end, GRANULE);
+        for target in [want, exact] {
+            // SAFETY: `[committed_end, target)` is granule aligned and inside our slot.
+            if unsafe { os::commit(committed_end, target - committed_end) } {
+                self.committed_end.set(target);
+                self.committed_bytes.set((target - self.data_start) as u64);
+                return true;
+            }
+        }
+        false
+    }
+
+    /// Records that `size` bytes had to be served by the next allocator.
+    #[cold]
+    fn spill(&self, size: usize) -> *mut u8 {
+        self.overflow_allocs.add(1);
+        self.spilled_allocs.add(1);
+        self.spill_bytes.set(self.spill_bytes.get().saturating_add(size.saturating_add(HEADER)));
+        ptr::null_mut()
+    }
+
+    #[inline(always)]
+    fn note_peak(&self) {
+        let used = self.top.get().saturating_sub(self.origin.get());
+        if used > self.peak.get() {
+            self.peak.set(used);
+        }
+    }
+
+    fn set_capacity_end(&self, cap_end: usize) {
+        if cap_end != self.cap_end.get() {
+            self.resizes.add(1);
+        }
+        self.cap_end.set(cap_end);
+        self.capacity_bytes.set((cap_end - self.data_start) as u64);
+        self.limit.set(self.run_end.get().min(cap_end));
+    }
+
+    // ---------------------------------------------------------------- free and realloc
+
+    /// Reads and validates the header of `p`, aborting like glibc on a double or invalid free.
+    ///
+    /// # Safety
+    /// `p` lies in committed memory of this arena's slot at least `HEADER` bytes past `data_start`.
+    #[inline(always)]
+    unsafe fn header_of(&self, p: usize) -> *mut Header {
+        let hdr = (p - HEADER) as *mut Header;
+        // SAFETY: caller's obligation: the header bytes are committed memory of our slot.
+        let tag = unsafe { (*hdr).tag };
+        if tag != TAG_LIVE ^ p {
+            bad_free(tag == TAG_FREED ^ p);
+        }
+        hdr
+    }
+
+    /// Checks that `p` can be a block of this arena before its header is read: aligned, and
+    /// inside committed data. A live block is always committed (shrinking never decommits a
+    /// granule with a live count), so this rejects wild pointers instead of faulting on them.
+    #[inline(always)]
+    fn plausible(&self, p: usize) -> bool {
+        p % MIN_ALIGN == 0
+            && p >= self.data_start + HEADER
+            && ((p - self.data_start) as u64) < self.committed_bytes.get()
+    }
+
+    /// Usable size of the live block `p`.
+    ///
+    /// # Safety
+    /// `p` was returned by `alloc` of this arena and not freed.
+    pub unsafe fn usable_size(&self, p: *mut u8) -> usize {
+        // SAFETY: caller's obligation.
+        let hdr = unsafe { self.header_of(p as usize) };
+        // SAFETY: validated header of a live block.
+        align_up(unsafe { (*hdr).size }, MIN_ALIGN)
+    }
+
+    /// Frees a block on the owner thread.
+    ///
+    /// # Safety
+    /// Called by the owner thread; `p` was returned by this arena's `alloc` (a double free is
+    /// detected and aborts).
+    #[inline(always)]
+    pub unsafe fn free_local(&self, p: *mut u8) {
+        let p = p as usize;
+        if !self.plausible(p) {
+            bad_free(false);
+        }
+        // SAFETY: `p` is in our slot (plausible), so its header is readable.
+        let hdr = unsafe { self.header_of(p) };
+        // SAFETY: validated live header.
+        let size = unsafe { (*hdr).size };
+        // SAFETY: as above; marks the block freed for double-free detection.
+        unsafe { (*hdr).tag = TAG_FREED ^ p };
+        let first = self.granule(p - HEADER);
+        let last = self.granule(p + size - 1);
+        if first == last {
+            // SAFETY: granule of this slot; owner thread only.
+            unsafe { *self.local.add(first) -= 1 };
+        } else {
+            self.uncount_span(first, last);
+        }
+        // LIFO: the most recent block of the current run gives its memory back at once.
+        let hdr = hdr as usize;
+        if align_up(p + size, MIN_ALIGN) == self.top.get() && hdr >= self.run_start.get() {
+            self.note_peak();
+            self.top.set(hdr);
+        }
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn uncount_span(&self, first: usize, last: usize) {
+        for g in first..=last {
+            // SAFETY: granule of this slot; owner thread only.
+            unsafe { *self.local.add(g) -= 1 };
+        }
+    }
+
+    /// Frees a block from a thread that does not own the arena. Returns `true` when this free
+    /// was the last one of an orphaned arena: the caller must then release the slot.
+    ///
+    /// # Safety
+    /// `p` was returned by this arena's `alloc` and is freed exactly once.
+    pub unsafe fn free_remote(&self, p: *mut u8) -> bool {
+        let p = p as usize;
+        if !self.plausible(p) {
+            bad_free(false);
+        }
+        // SAFETY: `p` is in our slot, so its header is readable.
+        let hdr = unsafe { self.header_of(p) };
+        // SAFETY: validated live header; only this thread frees this block.
+        let size = unsafe { (*hdr).size };
+        // SAFETY: as above.
+        unsafe { (*hdr).tag = TAG_FREED ^ p };
+        let first = self.granule(p - HEADER);
+        let last = self.granule(p + size - 1);
+        for g in first..=last {
+            // SAFETY: granule of this slot. Release publishes our last use of the block.
+            unsafe { (*self.remote.add(g)).fetch_add(1, Ordering::Release) };
+        }
+        let units = (last - first + 1) as u64;
+        let total = self.remote_total.fetch_add(units, Ordering::SeqCst) + units;
+        self.orphaned.load(Ordering::SeqCst)
+            && total == self.local_total_final.load(Ordering::SeqCst)
+            && self.claim_release()
+    }
+
+    /// Grows the live block `p` to `new_size` without moving it, when it is the last block of the
+    /// current run and the run has room. Returns `false` when the caller must move it.
+    ///
+    /// # Safety
+    /// Called by the owner thread; `p` is a live block of this arena.
+    pub unsafe fn try_resize_in_place(&self, p: *mut u8, new_size: usize) -> bool {
+        let p = p as usize;
+        // SAFETY: caller's obligation.
+        let hdr = unsafe { self.header_of(p) };
+        // SAFETY: validated header.
+        let old_size = unsafe { (*hdr).size };
+        if new_size == 0 || new_size.wrapping_sub(self.min_alloc) > self.alloc_span {
+            return false;
+        }
+        if new_size <= align_up(old_size, MIN_ALIGN) {
+            // Same granules, same slack: only the recorded size changes.
+            if new_size < old_size && self.granule(p + new_size - 1) != self.granule(p + old_size - 1) {
+                return false;
+            }
+            // SAFETY: validated header.
+            unsafe { (*hdr).size = new_size };
+            return true;
+        }
+        let is_last = align_up(p + old_size, MIN_ALIGN) == self.top.get() && hdr as usize >= self.run_start.get();
+        let end = match p.checked_add(new_size) {
+            Some(end) => end,
+            None => return false,
+        };
+        let new_top = align_up(end, MIN_ALIGN);
+        if !is_last || new_top > self.limit.get() {
+            return false;
+        }
+        let old_last = self.granule(p + old_size - 1);
+        let new_last = self.granule(end - 1);
+        if new_last > old_last {
+            self.count_span(old_last + 1, new_last);
+        }
+        // SAFETY: validated header.
+        unsafe { (*hdr).size = new_size };
+        self.top.set(new_top);
+        true
+    }
+
+    // ---------------------------------------------------------------- regions
+
+    /// A nested region begins: remember where the bump pointer is so its end can give back what
+    /// the nested region used. The bump pointer moves to the next granule boundary, so that
+    /// "everything the nested region allocated is freed" is a granule count check.
+    pub fn push_checkpoint(&self) {
+        let depth = self.checkpoint_depth.get();
+        self.checkpoint_depth.set(depth + 1);
+        if depth < MAX_CHECKPOINTS {
+            self.checkpoints[depth].set(Checkpoint { top: self.top.get(), run_id: self.run_id.get() });
+            // `run_end` is granule aligned and `top <= run_end`, so this stays within the run.
+            self.top.set(align_up(self.top.get(), GRANULE));
+        }
+    }
+
+    /// A nested region ends: if everything it allocated was freed, the bump pointer goes back to
+    /// the checkpoint. Otherwise the memory stays in use and is reclaimed at the outermost end.
+    pub fn pop_checkpoint(&self) {
+        let depth = self.checkpoint_depth.get();
+        if depth == 0 {
+            return;
+        }
+        self.checkpoint_depth.set(depth - 1);
+        if depth > MAX_CHECKPOINTS {
+            return;
+        }
+        let cp = self.checkpoints[depth - 1].get();
+        if cp.run_id != self.run_id.get() {
+            return; // the run moved on: the memory in between is not ours to vouch for
+        }
+        self.note_peak();
+        let from = align_up(cp.top, GRANULE);
+        let top = self.top.get();
+        let mut addr = from;
+        while addr < top {
+            if self.live(self.granule(addr)) != 0 {
+                return;
+            }
+            addr += GRANULE;
+        }
+        self.top.set(cp.top);
+    }
+
+    /// The outermost region ended: record the peak, resize to it (growing at once, shrinking with
+    /// hysteresis), and choose where the next region starts:
+    ///
+    /// * nothing from the last region is live: back to the start of the arena (hot memory);
+    /// * something escaped: right after the last live granule, so escapes from many regions
+    ///   pack together instead of each pinning a granule in the middle of the working space;
+    /// * unless the room left before the capacity end is smaller than the last peak: then back
+    ///   to the start, skipping pinned granules (a lap, as in a ring buffer).
+    pub fn reset(&self) {
+        self.note_peak();
+        let peak = self.peak.get().saturating_add(self.spill_bytes.get());
+        self.high_water.set(peak as u64);
+        let slot = self.peaks_seen.get() % PEAK_HISTORY;
+        self.peaks[slot].set(peak);
+        self.peaks_seen.set(self.peaks_seen.get() + 1);
+
+        let resume = self.resume_point();
+
+        let capacity = self.cap_end.get() - self.data_start;
+        let recent_max = self.recent_peak_max();
+        let wanted = resize_policy(capacity, peak, recent_max, self.peaks_seen.get(), self.min_capacity);
+        let wanted = wanted.min(self.slot_end - self.data_start);
+        if wanted > capacity {
+            let need_end = self.data_start + wanted;
+            if self.grow_commit(need_end) || self.committed_end.get() >= need_end {
+                self.set_capacity_end(need_end);
+            } else {
+                self.set_capacity_end(self.committed_end.get());
+            }
+        } else if wanted < capacity {
+            self.shrink_to(self.data_start + wanted);
+            self.peaks_seen.set(0);
+        }
+
+        // The room check uses what the region consumed, not what it jumped over: a region that
+        // had to skip pinned granules after a lap would otherwise lap again every time.
+        let consumed = peak.saturating_sub(self.skipped.get());
+        let room = self.cap_end.get().saturating_sub(resume);
+        let resume = if room < consumed { self.data_start } else { resume };
+        if resume == self.top.get() {
+            // Keep the current run: [top, run_end) is still unused (shrinking may have cut its
+            // committed tail, never below a live granule, so never below top's granule).
+            let run_end = self.run_end.get().min(self.committed_end.get()).max(align_up(resume, GRANULE));
+            self.run_end.set(run_end);
+            self.limit.set(run_end.min(self.cap_end.get()));
+        } else {
+            self.run_id.set(self.run_id.get() + 1);
+            self.run_start.set(resume);
+            self.run_end.set(resume);
+            self.top.set(resume);
+            self.limit.set(resume);
+        }
+        self.origin.set(resume);
+        self.skipped.set(0);
+        self.peak.set(0);
+        self.spill_bytes.set(0);
+        self.checkpoint_depth.set(0);
+    }
+
+    /// Where the next region may start: `data_start` when no block up to `top` is live,
+    /// `top` when top's own granule is pinned, else the granule after the highest pinned one.
+    fn resume_point(&self) -> usize {
+        let top = self.top.get();
+        if top == self.data_start {
+            return top;
+        }
+        let top_granule = self.granule(top - 1);
+        let mut g = top_granule;
+        loop {
+            if self.live(g) != 0 {
+                return if g == top_granule { top } else { self.slot_base + ((g + 1) << GRANULE_SHIFT) };
+            }
+            if g == self.granule(self.data_start) {
+                return self.data_start;
+            }
+            g -= 1;
+        }
+    }
+
+    fn recent_peak_max(&self) -> usize {
+        let n = self.peaks_seen.get().min(PEAK_HISTORY);
+        (0..n).map(|i| self.peaks[i].get()).max().unwrap_or(0)
+    }
+
+    /// Lowers the capacity to `new_cap_end` and gives free memory past it back to the kernel.
+    /// Granules pinned by escaped blocks stay committed.
+    fn shrink_to(&self, new_cap_end: usize) {
+        self.set_capacity_end(new_cap_end);
+        self.release_free_granules(new_cap_end);
+    }
+
+    /// Discards free granules in `[from, committed_end)` and decommits the free tail.
+    fn release_free_granules(&self, from: usize) {
+        let committed_end = self.committed_end.get();
+        let mut last_live_end = from;
+        let mut addr = from;
+        let mut free_from = None;
+        while addr < committed_end {
+            let free = self.live(self.granule(addr)) == 0;
+            match (free, free_from) {
+                (true, None) => free_from = Some(addr),
+                (false, Some(start)) => {
+                    // SAFETY: `[start, addr)` are free granules of our slot.
+                    unsafe { os::discard(start, addr - start) };
+                    free_from = None;
+                }
+                _ => {}
+            }
+            if !free {
+                last_live_end = addr + GRANULE;
+            }
+            addr += GRANULE;
+        }
+        if last_live_end < committed_end {
+            // SAFETY: `[last_live_end, committed_end)` holds no live block.
+            unsafe { os::decommit(last_live_end, committed_end - last_live_end) };
+            self.committed_end.set(last_live_end);
+            self.committed_bytes.set((last_live_end - self.data_start) as u64);
+        }
+    }
+
+    /// Gives back everything above the current capacity that no live block needs, and the unused
+    /// part of the current run's tail. Called by the user's trim.
+    pub fn trim(&self) {
+        let keep = align_up(self.top.get(), GRANULE).max(self.cap_end.get());
+        let keep = keep.max(self.run_end.get());
+        self.release_free_granules(keep);
+    }
+
+    // ---------------------------------------------------------------- thread exit
+
+    /// The owner thread is exiting. Returns `true` when nothing is live: the caller must then
+    /// release the slot. Otherwise the last remote free does (see [`Arena::free_remote`]).
+    pub fn orphan(&self) -> bool {
+        let mut total = 0u64;
+        let first = self.granule(self.data_start);
+        let last = self.granule(self.used_end.get().max(self.data_start + GRANULE) - 1);
+        for g in first..=last {
+            // SAFETY: granule of this slot; the owner thread (us) is the only writer.
+            total = total.wrapping_add(unsafe { *self.local.add(g) });
+        }
+        self.local_total_final.store(total, Ordering::SeqCst);
+        self.orphaned.store(true, Ordering::SeqCst);
+        self.remote_total.load(Ordering::SeqCst) == total && self.claim_release()
+    }
+
+    fn claim_release(&self) -> bool {
+        self.released.compare_exchange(false, true, Ordering::SeqCst, Ordering::SeqCst).is_ok()
+    }
+
+    /// Whether the owner thread has exited.
+    pub fn is_orphaned(&self) -> bool {
+        self.orphaned.load(Ordering::Acquire)
+    }
+
+    // ---------------------------------------------------------------- observation
+
+    /// The figures of this arena; any thread may call it.
+    pub fn stats(&self) -> ArenaStats {
+        ArenaStats {
+            arena_capacity: self.capacity_bytes.get(),
+            arena_committed: self.committed_bytes.get(),
+            high_water: self.high_water.get(),
+            region_allocs: self.region_allocs.get(),
+            overflow_allocs: self.overflow_allocs.get(),
+            spilled_allocs: self.spilled_allocs.get(),
+            resizes: self.resizes.get(),
+        }
+    }
+
+    /// Live block count of the granule holding `addr` (tests and invariant checks).
+    pub fn live_at(&self, addr: usize) -> u64 {
+        self.live(self.granule(addr))
+    }
+
+    /// Bytes the current outermost region has used so far (the running high-water mark).
+    pub fn current_peak(&self) -> usize {
+        self.note_peak();
+        self.peak.get().saturating_add(self.spill_bytes.get())
+    }
+
+    /// Checks the structural invariants documented on [`Arena`]; returns the first violation.
+    /// Cost is linear in the current run, so tests call it after every operation while debug
+    /// builds check the O(1) part on every allocation.
+    pub fn check_invariants(&self) -> Result<(), &'static str> {
+        let (top, run_start, run_end) = (self.top.get(), self.run_start.get(), self.run_end.get());
+        if !(self.data_start <= run_start && run_start <= top && top <= run_end) {
+            return Err("bump pointer outside its run");
+        }
+        if run_end > self.committed_end.get() || self.committed_end.get() > self.slot_end {
+            return Err("run or commit past the slot");
+        }
+        if top % MIN_ALIGN != 0 || run_end % GRANULE != 0 || self.cap_end.get() % GRANULE != 0 {
+            return Err("misaligned bump pointer or boundary");
+        }
+        if self.limit.get() != run_end.min(self.cap_end.get()) {
+            return Err("fast-path limit out of date");
+        }
+        let mut addr = align_up(top, GRANULE);
+        while addr < run_end {
+            if self.live(self.granule(addr)) != 0 {
+                return Err("live block ahead of the bump pointer");
+            }
+            addr += GRANULE;
+        }
+        for g in self.granule(self.data_start)..self.granule(self.used_end.get().max(self.data_start)) {
+            if self.live(g) > (GRANULE / MIN_ALIGN) as u64 * 64 {
+                return Err("granule live count underflowed");
+            }
+        }
+        Ok(())
+    }
+}
+
+/// The resize policy, kept free of state so it can be tested on its own.
+///
+/// * **Grow to the peak at once**: a region that needed more than the capacity gets exactly its
+///   peak (granule rounded), so the same work runs with zero overflow next time.
+/// * **Shrink with hysteresis**: once `PEAK_HISTORY` (8) regions in a row peaked under a quarter
+///   of the capacity, shrink to 1.25 × the largest of them (never below the initial capacity).
+pub fn resize_policy(capacity: usize, peak: usize, recent_max: usize, seen: usize, min_capacity: usize) -> usize {
+    if peak > capacity {
+        return align_up(peak, GRANULE);
+    }
+    if seen >= PEAK_HISTORY && recent_max < capacity / 4 {
+        let target = align_up(recent_max + recent_max / 4, GRANULE).max(min_capacity);
+        if target < capacity {
+            return target;
+        }
+    }
+    capacity
+}
+
+#[cold]
+#[inline(never)]
+fn bad_free(double: bool) -> ! {
+    if double {
+        os::fatal(b"free(): double free detected in tcache 2 (resizealloc arena)\n")
+    } else {
+        os::fatal(b"free(): invalid pointer (resizealloc arena)\n")
+    }
+}

@@ -1,0 +1,103 @@
+//! `ResizeAlloc`: the Rust `#[global_allocator]` front end.
+//!
+//! Inside a region, allocations go to the thread's resize arena; outside, and whenever the arena
+//! declines (size bounds, no memory), they go to the wrapped allocator (`System` by default).
+//! `dealloc` and `realloc` accept a pointer from either side, on any thread, at any time: one
+//! range check tells them apart.
+
+use core::alloc::{GlobalAlloc, Layout};
+use std::alloc::System;
+
+use crate::router;
+
+/// A global allocator that serves region allocations from per-thread resize arenas and
+/// everything else from `A`.
+///
+/// ```no_run
+/// use resizealloc::ResizeAlloc;
+/// #[global_allocator]
+/// static A: ResizeAlloc = ResizeAlloc::new();
+/// ```
+pub struct ResizeAlloc<A = System> {
+    next: A,
+}
+
+impl ResizeAlloc<System> {
+    /// Wraps `std::alloc::System`.
+    pub const fn new() -> Self {
+        ResizeAlloc { next: System }
+    }
+}
+
+impl Default for ResizeAlloc<System> {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl<A> ResizeAlloc<A> {
+    /// Wraps another allocator, for example `mimalloc::MiMalloc`, which then serves everything
+    /// outside regions.
+    pub const fn wrap(next: A) -> Self {
+        ResizeAlloc { next }
+    }
+}
+
+// SAFETY: every block comes either from the arena, which hands out disjoint, live, suitably
+// aligned memory until it is freed (see arena.rs), or from `A`, which upholds the contract
+// itself. Frees and reallocs go back to the side that owns the pointer (`router::owns`).
+unsafe impl<A: GlobalAlloc> GlobalAlloc for ResizeAlloc<A> {
+    #[inline(always)]
+    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
+        let size = layout.size().max(1);
+        // SAFETY: size >= 1 and Layout guarantees a power-of-two alignment.
+        let p = unsafe { router::alloc(size, layout.align()) };
+        if !p.is_null() {
+            return p;
+        }
+        // SAFETY: forwarded contract.
+        unsafe { self.next.alloc(layout) }
+    }
+
+    #[inline(always)]
+    unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
+        let size = layout.size().max(1);
+        // SAFETY: as in `alloc`.
+        let p = unsafe { router::alloc(size, layout.align()) };
+        if !p.is_null() {
+            // Reused arena memory is not zero.
+            // SAFETY: `p` is a fresh block of at least `size` bytes.
+            unsafe { core::ptr::write_bytes(p, 0, size) };
+            return p;
+        }
+        // SAFETY: forwarded contract.
+        unsafe { self.next.alloc_zeroed(layout) }
+    }
+
+    #[inline(always)]
+    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
+        if router::owns(ptr) {
+            // SAFETY: the caller frees a live block it got from us; it is an arena block.
+            unsafe { router::free_owned(ptr) }
+        } else {
+            // SAFETY: not ours, so it came from `next`.
+            unsafe { self.next.dealloc(ptr, layout) }
+        }
+    }
+
+    #[inline]
+    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
+        if router::owns(ptr) {
+            let next = &self.next;
+            // SAFETY: a live arena block; new_size >= 1 after max; align from a valid Layout.
+            return unsafe {
+                router::realloc_owned(ptr, new_size.max(1), layout.align(), |size, align| {
+                    // SAFETY: GlobalAlloc::realloc guarantees the new layout is valid.
+                    next.alloc(Layout::from_size_align_unchecked(size, align))
+                })
+            };
+        }
+        // SAFETY: not ours, so it came from `next`, with this layout.
+        unsafe { self.next.realloc(ptr, layout, new_size) }
+    }
+}

@@ -1,0 +1,101 @@
+//! The only place that talks to the kernel about memory.
+//!
+//! Every arena byte comes from here: a `PROT_NONE` reservation that costs no commit charge, made
+//! readable and writable piece by piece (`commit`), handed back to the kernel when a region
+//! shrinks (`discard`, `decommit`). Nothing here allocates, and nothing panics: failures come back
+//! as `false`/`None` so the caller can fall back to the next allocator.
+
+use core::ptr;
+
+/// Page size assumed for alignment of every call below. x86-64 and aarch64 Linux with 4 KiB
+/// pages; larger pages still work because every address we pass is granule aligned (16 KiB).
+pub const PAGE: usize = 4096;
+
+/// Reserves `len` bytes of address space with no access and no commit charge.
+/// Returns `None` if the kernel refuses (address-space limits, `RLIMIT_AS`).
+pub fn reserve(len: usize) -> Option<usize> {
+    // SAFETY: an anonymous private mapping at a kernel-chosen address touches no existing memory.
+    let p = unsafe {
+        libc::mmap(
+            ptr::null_mut(),
+            len,
+            libc::PROT_NONE,
+            libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_NORESERVE,
+            -1,
+            0,
+        )
+    };
+    if p == libc::MAP_FAILED {
+        None
+    } else {
+        Some(p as usize)
+    }
+}
+
+/// Unmaps `[addr, addr + len)`.
+///
+/// # Safety
+/// 1. The range lies inside a mapping made by [`reserve`].
+/// 2. Nothing in the range is referenced any more.
+pub unsafe fn release(addr: usize, len: usize) {
+    // SAFETY: guaranteed by the caller (obligations 1 and 2).
+    unsafe { libc::munmap(addr as *mut libc::c_void, len) };
+}
+
+/// Makes `[addr, addr + len)` readable and writable. Pages are zero until first written.
+/// Returns `false` when the kernel refuses the commit charge (strict overcommit, `ENOMEM`).
+///
+/// # Safety
+/// The range is page aligned and lies inside a mapping made by [`reserve`].
+pub unsafe fn commit(addr: usize, len: usize) -> bool {
+    debug_assert!(addr % PAGE == 0 && len % PAGE == 0, "commit of unaligned range {addr:#x}+{len:#x}");
+    // SAFETY: the caller guarantees the range is ours; changing protection of our own
+    // reservation cannot affect any other mapping.
+    unsafe { libc::mprotect(addr as *mut libc::c_void, len, libc::PROT_READ | libc::PROT_WRITE) == 0 }
+}
+
+/// Gives the physical pages of `[addr, addr + len)` back to the kernel but keeps the range
+/// readable and writable (it reads as zero afterwards).
+///
+/// # Safety
+/// 1. The range is page aligned and lies inside a mapping made by [`reserve`].
+/// 2. No live allocation lies in the range.
+pub unsafe fn discard(addr: usize, len: usize) {
+    debug_assert!(addr % PAGE == 0 && len % PAGE == 0, "discard of unaligned range {addr:#x}+{len:#x}");
+    // SAFETY: caller's obligations; MADV_DONTNEED on private anonymous memory only drops contents.
+    unsafe { libc::madvise(addr as *mut libc::c_void, len, libc::MADV_DONTNEED) };
+}
+
+/// Returns `[addr, addr + len)` to the reserved, inaccessible state: no pages, no commit charge.
+///
+/// # Safety
+/// Same as [`discard`].
+pub unsafe fn decommit(addr: usize, len: usize) {
+    // SAFETY: caller's obligations, forwarded.
+    unsafe {
+        discard(addr, len);
+        libc::mprotect(addr as *mut libc::c_void, len, libc::PROT_NONE);
+    }
+}
+
+/// Writes `msg` to stderr without allocating. Used for warnings and fatal errors.
+pub fn write_stderr(msg: &[u8]) {
+    let mut rest = msg;
+    while !rest.is_empty() {
+        // SAFETY: the pointer and length describe a live byte slice.
+        let n = unsafe { libc::write(2, rest.as_ptr().cast(), rest.len()) };
+        if n <= 0 {
+            return;
+        }
+        rest = &rest[n as usize..];
+    }
+}
+
+/// Reports a fatal heap error the way glibc does (message on stderr, then `abort`).
+#[cold]
+#[inline(never)]
+pub fn fatal(msg: &[u8]) -> ! {
+    write_stderr(msg);
+    // SAFETY: abort has no preconditions.
+    unsafe { libc::abort() }
+}

@@ -1,0 +1,330 @@
+//! Per-thread region state: the nesting depth, the thread's arena, and whether allocations go
+//! to it right now. Region markers, the closure form and the guard live here.
+//!
+//! The thread state is a `thread_local!` with a `const` initialiser and no `Drop`, so touching it
+//! never allocates and registers no TLS destructor (which could allocate and recurse). Thread
+//! exit is caught by a pthread key destructor instead, which orphans the arena: it stays until
+//! its last block is freed, by any thread.
+
+use core::cell::Cell;
+use core::marker::PhantomData;
+use core::ptr;
+use core::sync::atomic::{AtomicU8, Ordering};
+
+use crate::arena::{Arena, ArenaConfig};
+use crate::options::{self, RegionMode};
+use crate::reservation;
+
+/// The thread is inside arena acquisition: allocations made there go to the next allocator.
+const BUSY: u8 = 1;
+/// The thread's exit destructor ran: never route to an arena again.
+const DEAD: u8 = 2;
+/// Process mode: the thread has joined its implicit, never-ending outer region.
+const JOINED: u8 = 4;
+/// Acquiring an arena failed once: do not retry on every allocation.
+const DENIED: u8 = 8;
+
+/// One thread's region state.
+///
+/// Invariant: `active` is null or equal to `arena`; it is non-null exactly while the thread is
+/// inside a region (explicit, or process mode) and holds an arena.
+pub struct ThreadState {
+    active: Cell<*const Arena>,
+    arena: Cell<*const Arena>,
+    depth: Cell<u32>,
+    flags: Cell<u8>,
+}
+
+impl ThreadState {
+    const fn new() -> Self {
+        ThreadState {
+            active: Cell::new(ptr::null()),
+            arena: Cell::new(ptr::null()),
+            depth: Cell::new(0),
+            flags: Cell::new(0),
+        }
+    }
+}
+
+thread_local! {
+    static STATE: ThreadState = const { ThreadState::new() };
+}
+
+/// The calling thread's state. Valid for as long as the thread runs (TLS destructors included:
+/// the state has none of its own).
+#[inline(always)]
+pub fn state() -> &'static ThreadState {
+    // SAFETY: the reference never leaves the thread (ThreadState is !Sync) and const,
+    // drop-free thread locals live until the thread's stack and TLS block are gone.
+    STATE.with(|s| unsafe { &*(s as *const ThreadState) })
+}
+
+// ------------------------------------------------------------------------------ global mode
+
+/// `MODE_*` bits: zero means "markers decide" and lets the pass-through path skip any work.
+pub(crate) static MODE: AtomicU8 = AtomicU8::new(MODE_UNINIT);
+pub(crate) const MODE_MARKERS: u8 = 0;
+pub(crate) const MODE_UNINIT: u8 = 1;
+pub(crate) const MODE_PROCESS: u8 = 2;
+pub(crate) const MODE_OFF: u8 = 4;
+/// Modes the pass-through allocation path must look at.
+pub(crate) const MODE_ATTENTION: u8 = MODE_UNINIT | MODE_PROCESS;
+
+/// Called by [`options::set`].
+pub(crate) fn mode_changed(m: RegionMode) {
+    let bits = match m {
+        RegionMode::Markers => MODE_MARKERS,
+        RegionMode::Process => MODE_PROCESS,
+        RegionMode::Off => MODE_OFF,
+    };
+    MODE.store(bits, Ordering::Relaxed);
+}
+
+/// The mode, reading the environment first if nobody has yet.
+#[inline]
+pub(crate) fn mode() -> u8 {
+    let m = MODE.load(Ordering::Relaxed);
+    if m == MODE_UNINIT {
+        options::init_from_env();
+        return MODE.load(Ordering::Relaxed);
+    }
+    m
+}
+
+// ------------------------------------------------------------------------------ arena routing
+
+/// The arena allocations should go to now, or null.
+#[inline(always)]
+pub(crate) fn active_arena(ts: &ThreadState) -> *const Arena {
+    ts.active.get()
+}
+
+/// The calling thread's arena (in a region or not), or null.
+#[inline(always)]
+pub(crate) fn own_arena(ts: &ThreadState) -> *const Arena {
+    ts.arena.get()
+}
+
+/// Process mode: make the thread's allocations go to its arena from now on. Returns the arena
+/// or null when none can be had (busy, exiting, or no slot).
+#[cold]
+#[inline(never)]
+pub(crate) fn join_process(ts: &ThreadState) -> *const Arena {
+    if ts.flags.get() & JOINED != 0 {
+        return ts.active.get();
+    }
+    let a = ensure_arena(ts);
+    if !a.is_null() {
+        ts.flags.set(ts.flags.get() | JOINED);
+        ts.active.set(a);
+    }
+    a
+}
+
+#[cold]
+#[inline(never)]
+fn ensure_arena(ts: &ThreadState) -> *const Arena {
+    let a = ts.arena.get();
+    if !a.is_null() {
+        return a;
+    }
+    if ts.flags.get() & (BUSY | DEAD | DENIED) != 0 {
+        return ptr::null();
+    }
+    ts.flags.set(ts.flags.get() | BUSY);
+    let o = options::get();
+    let cfg = ArenaConfig {
+        initial_capacity: o.initial_arena,
+        min_alloc: o.min_size,
+        max_alloc: o.max_size,
+        recycle: o.region == RegionMode::Process,
+    };
+    let got = if exit_hook::install() { reservation::acquire_arena(o.max_arena, o.reserve, cfg) } else { None };
+    let mut flags = ts.flags.get() & !BUSY;
+    match got {
+        Some(arena) => {
+            ts.arena.set(arena);
+            exit_hook::arm(arena);
+        }
+        None => flags |= DENIED,
+    }
+    ts.flags.set(flags);
+    ts.arena.get()
+}
+
+mod exit_hook {
+    //! Thread exit through a pthread key destructor (see the module docs above).
+    use core::sync::atomic::{AtomicU32, Ordering};
+
+    use super::{state, DEAD};
+    use crate::arena::Arena;
+    use crate::reservation;
+
+    /// 0: not created, u32::MAX: creation failed, otherwise key + 1.
+    static KEY: AtomicU32 = AtomicU32::new(0);
+    static LOCK: spin::Mutex<()> = spin::Mutex::new(());
+
+    pub(super) fn install() -> bool {
+        let k = KEY.load(Ordering::Acquire);
+        if k != 0 {
+            return k != u32::MAX;
+        }
+        let _g = LOCK.lock();
+        if KEY.load(Ordering::Acquire) == 0 {
+            let mut key: libc::pthread_key_t = 0;
+            // SAFETY: `key` is a valid out pointer; `on_exit` has the destructor signature.
+            let rc = unsafe { libc::pthread_key_create(&mut key, Some(on_exit)) };
+            KEY.store(if rc == 0 { key + 1 } else { u32::MAX }, Ordering::Release);
+        }
+        KEY.load(Ordering::Acquire) != u32::MAX
+    }
+
+    pub(super) fn arm(arena: &'static Arena) {
+        let k = KEY.load(Ordering::Acquire);
+        // SAFETY: the key exists (install succeeded); a non-null value makes glibc call the
+        // destructor at thread exit.
+        unsafe { libc::pthread_setspecific(k - 1, arena as *const Arena as *const libc::c_void) };
+    }
+
+    extern "C" fn on_exit(value: *mut libc::c_void) {
+        let ts = state();
+        // Null the slot first: glibc may still call free() after this (freeres), and those
+        // frees must take the remote path.
+        ts.active.set(core::ptr::null());
+        ts.arena.set(core::ptr::null());
+        ts.depth.set(0);
+        ts.flags.set(ts.flags.get() | DEAD);
+        if value.is_null() {
+            return;
+        }
+        // SAFETY: the value is the arena armed by this thread; it lives until released.
+        let arena = unsafe { &*(value as *const Arena) };
+        if arena.orphan() {
+            // SAFETY: we won the release claim: the owner (us) is gone and nothing is live.
+            unsafe { reservation::release_arena(arena) };
+        }
+    }
+}
+
+// ------------------------------------------------------------------------------ markers
+
+/// Error from [`region_end`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum RegionError {
+    /// `region_end` without a matching `region_begin` on this thread.
+    NotInRegion,
+}
+
+impl core::fmt::Display for RegionError {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.write_str("region_end without a matching region_begin on this thread")
+    }
+}
+
+impl std::error::Error for RegionError {}
+
+/// Enters a region on the calling thread. Regions nest; only the outermost end resets and
+/// resizes the arena. With `RESIZEALLOC_REGION=off` the depth is counted but nothing is routed.
+pub fn region_begin() {
+    let m = mode();
+    let ts = state();
+    let depth = ts.depth.get();
+    if depth == u32::MAX {
+        return;
+    }
+    ts.depth.set(depth + 1);
+    if m & MODE_OFF != 0 {
+        return;
+    }
+    if m & MODE_PROCESS != 0 {
+        let a = join_process(ts);
+        if !a.is_null() {
+            // SAFETY: our own arena, on its owner thread.
+            unsafe { (*a).push_checkpoint() };
+        }
+        return;
+    }
+    if ts.flags.get() & JOINED != 0 {
+        // Joined process mode earlier, markers now: the outer region is still the process.
+        // SAFETY: JOINED implies an arena.
+        unsafe { (*ts.arena.get()).push_checkpoint() };
+        return;
+    }
+    if depth == 0 {
+        let a = ensure_arena(ts);
+        ts.active.set(a);
+    } else if !ts.active.get().is_null() {
+        // SAFETY: `active` is our own arena.
+        unsafe { (*ts.active.get()).push_checkpoint() };
+    }
+}
+
+/// Leaves the innermost region. The outermost end resets the arena and resizes it to the
+/// region's peak. An end without a begin is an error value, never a panic.
+pub fn region_end() -> Result<(), RegionError> {
+    let ts = state();
+    let depth = ts.depth.get();
+    if depth == 0 {
+        return Err(RegionError::NotInRegion);
+    }
+    ts.depth.set(depth - 1);
+    let a = ts.arena.get();
+    if a.is_null() {
+        return Ok(());
+    }
+    // SAFETY: `a` is this thread's own arena.
+    let arena = unsafe { &*a };
+    if ts.flags.get() & JOINED != 0 {
+        arena.pop_checkpoint();
+    } else if ts.active.get().is_null() {
+        // Entered while markers were off (or no arena): nothing to undo.
+    } else if depth == 1 {
+        ts.active.set(ptr::null());
+        arena.reset();
+    } else {
+        arena.pop_checkpoint();
+    }
+    Ok(())
+}
+
+/// Region nesting depth of the calling thread (0 outside regions).
+pub fn region_depth() -> u32 {
+    state().depth.get()
+}
+
+/// Runs `f` inside a region. The region ends when `f` returns or unwinds.
+pub fn region<R>(f: impl FnOnce() -> R) -> R {
+    let _guard = RegionGuard::enter();
+    f()
+}
+
+/// Ends the region it began when dropped. Not `Send`: a region belongs to one thread.
+#[must_use = "the region ends when the guard is dropped"]
+pub struct RegionGuard {
+    _not_send: PhantomData<*const ()>,
+}
+
+impl RegionGuard {
+    /// Begins a region that ends when the guard is dropped.
+    pub fn enter() -> Self {
+        region_begin();
+        RegionGuard { _not_send: PhantomData }
+    }
+}
+
+impl Drop for RegionGuard {
+    fn drop(&mut self) {
+        // The guard's own begin makes the depth at least 1 here unless the user ended it by
+        // hand; then there is nothing left to end and the error is the right answer to ignore.
+        let _ = region_end();
+    }
+}
+
+/// Gives memory the calling thread's arena does not need back to the kernel.
+pub fn trim() {
+    let a = state().arena.get();
+    if !a.is_null() {
+        // SAFETY: our own arena.
+        unsafe { (*a).trim() };
+    }
+}

@@ -1,0 +1,209 @@
+//! The process-wide address-space reservation that every arena is carved from.
+//!
+//! One `PROT_NONE` mapping, made on first use, split into equal power-of-two *slots*, one per
+//! arena and aligned to their size. This gives the two properties the hot paths rely on:
+//! "is this pointer ours?" is one subtraction and one compare ([`owns`]), and the arena of a
+//! pointer is a mask ([`arena_of`]).
+//!
+//! The slot table is a bitmap under a spin lock: slots are taken when a thread first enters a
+//! region and given back when an exited thread's last block is freed, both rare.
+
+use core::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+
+use crate::arena::{Arena, ArenaConfig, ArenaStats};
+use crate::os;
+
+/// Slots beyond this many are never used (bitmap size).
+pub const MAX_SLOTS: usize = 4096;
+
+/// Start of the reservation; 0 until it exists.
+static BASE: AtomicUsize = AtomicUsize::new(0);
+/// Length in bytes of the usable (slot-aligned) reservation; 0 until it exists.
+static LEN: AtomicUsize = AtomicUsize::new(0);
+/// log2 of the slot size.
+static SLOT_SHIFT: AtomicUsize = AtomicUsize::new(0);
+
+struct SlotTable {
+    /// Bit `i` set: slot `i` holds an arena (live or orphaned).
+    used: [u64; MAX_SLOTS / 64],
+    slots: usize,
+    /// Figures of arenas already released, so process totals never go backwards.
+    retired: ArenaStats,
+    init_failed: bool,
+}
+
+static TABLE: spin::Mutex<SlotTable> = spin::Mutex::new(SlotTable {
+    used: [0; MAX_SLOTS / 64],
+    slots: 0,
+    retired: ArenaStats {
+        arena_capacity: 0,
+        arena_committed: 0,
+        high_water: 0,
+        region_allocs: 0,
+        overflow_allocs: 0,
+        spilled_allocs: 0,
+        resizes: 0,
+    },
+    init_failed: false,
+});
+
+/// Counts threads that wanted an arena and got none (reservation or slots exhausted).
+pub static ARENA_DENIED: AtomicU64 = AtomicU64::new(0);
+
+/// True when `p` lies in the reservation. Cheap enough for every `free`.
+#[inline(always)]
+pub fn owns(p: *mut u8) -> bool {
+    (p as usize).wrapping_sub(BASE.load(Ordering::Relaxed)) < LEN.load(Ordering::Relaxed)
+}
+
+/// The arena that owns `p`.
+///
+/// # Safety
+/// `owns(p)` is true and `p` is a live block (so its slot holds an arena).
+#[inline(always)]
+pub unsafe fn arena_of(p: *mut u8) -> &'static Arena {
+    let shift = SLOT_SHIFT.load(Ordering::Relaxed);
+    // SAFETY: a live block lies in a used slot, whose start holds its arena until the slot is
+    // released, which happens only after every block in it was freed.
+    unsafe { &*Arena::of(p as usize, 1usize << shift) }
+}
+
+/// Size of one slot (the largest an arena can grow to), once the reservation exists.
+pub fn slot_size() -> usize {
+    let shift = SLOT_SHIFT.load(Ordering::Relaxed);
+    if shift == 0 {
+        0
+    } else {
+        1 << shift
+    }
+}
+
+/// Total reserved bytes (0 before first use).
+pub fn reserved_bytes() -> usize {
+    LEN.load(Ordering::Relaxed)
+}
+
+fn init_locked(table: &mut SlotTable, slot_size: usize, reserve_bytes: usize) -> bool {
+    if LEN.load(Ordering::Relaxed) != 0 {
+        return true;
+    }
+    if table.init_failed {
+        return false;
+    }
+    let mut slots = (reserve_bytes / slot_size).clamp(1, MAX_SLOTS);
+    while slots >= 1 {
+        let len = slots * slot_size;
+        if let Some(raw) = os::reserve(len + slot_size) {
+            let base = (raw + slot_size - 1) & !(slot_size - 1);
+            // Give back the unaligned head and tail of the mapping.
+            // SAFETY: both pieces are parts of the mapping just made and hold nothing.
+            unsafe {
+                if base > raw {
+                    os::release(raw, base - raw);
+                }
+                let tail = raw + len + slot_size - (base + len);
+                if tail > 0 {
+                    os::release(base + len, tail);
+                }
+            }
+            table.slots = slots;
+            SLOT_SHIFT.store(slot_size.trailing_zeros() as usize, Ordering::Relaxed);
+            BASE.store(base, Ordering::Relaxed);
+            LEN.store(len, Ordering::Release);
+            return true;
+        }
+        slots /= 2;
+    }
+    table.init_failed = true;
+    false
+}
+
+/// Takes a free slot and builds an arena in it. Reserves the address space on first use.
+/// Returns `None` when no arena can be had; the caller then passes allocations through.
+pub fn acquire_arena(slot_size: usize, reserve_bytes: usize, cfg: ArenaConfig) -> Option<&'static Arena> {
+    let mut table = TABLE.lock();
+    if !init_locked(&mut table, slot_size, reserve_bytes) {
+        ARENA_DENIED.fetch_add(1, Ordering::Relaxed);
+        return None;
+    }
+    let slot_size = 1usize << SLOT_SHIFT.load(Ordering::Relaxed);
+    let base = BASE.load(Ordering::Relaxed);
+    for i in 0..table.slots {
+        if table.used[i / 64] & (1 << (i % 64)) == 0 {
+            // SAFETY: slot `i` is unused, aligned to `slot_size` and inside the reservation.
+            let arena = unsafe { Arena::create(base + i * slot_size, slot_size, cfg) }?;
+            table.used[i / 64] |= 1 << (i % 64);
+            arena.slot_index.store(i, Ordering::Relaxed);
+            return Some(arena);
+        }
+    }
+    ARENA_DENIED.fetch_add(1, Ordering::Relaxed);
+    None
+}
+
+/// Releases the slot of an arena with no live blocks and an owner that has exited.
+///
+/// # Safety
+/// `arena` came from [`acquire_arena`], its owner has exited and no block of it is live
+/// (the caller won [`Arena::orphan`] or [`Arena::free_remote`]'s release claim).
+pub unsafe fn release_arena(arena: &'static Arena) {
+    let mut table = TABLE.lock();
+    let i = arena.slot_index.load(Ordering::Relaxed);
+    add_stats(&mut table.retired, &arena.stats());
+    let base = arena.slot_base();
+    let size = 1usize << SLOT_SHIFT.load(Ordering::Relaxed);
+    // SAFETY: obligation: nothing in the slot is live, and we hold the table lock so no stats
+    // reader is looking at the arena while its memory goes away.
+    unsafe { os::decommit(base, size) };
+    table.used[i / 64] &= !(1 << (i % 64));
+}
+
+fn add_stats(sum: &mut ArenaStats, s: &ArenaStats) {
+    sum.arena_capacity += s.arena_capacity;
+    sum.arena_committed += s.arena_committed;
+    sum.high_water += s.high_water;
+    sum.region_allocs += s.region_allocs;
+    sum.overflow_allocs += s.overflow_allocs;
+    sum.spilled_allocs += s.spilled_allocs;
+    sum.resizes += s.resizes;
+}
+
+/// Sums of every arena, live or orphaned, plus the released ones' counters.
+/// Returns `(live sums, retired sums, live arenas, orphaned arenas)`.
+pub fn totals() -> (ArenaStats, ArenaStats, u64, u64) {
+    let table = TABLE.lock();
+    let mut live = ArenaStats::default();
+    let (mut n_live, mut n_orphaned) = (0, 0);
+    let base = BASE.load(Ordering::Relaxed);
+    let size = slot_size();
+    for i in 0..table.slots {
+        if table.used[i / 64] & (1 << (i % 64)) != 0 {
+            // SAFETY: a used slot holds an arena, and release needs the lock we hold.
+            let arena = unsafe { &*((base + i * size) as *const Arena) };
+            add_stats(&mut live, &arena.stats());
+            if arena.is_orphaned() {
+                n_orphaned += 1;
+            } else {
+                n_live += 1;
+            }
+        }
+    }
+    let mut retired = table.retired;
+    retired.arena_capacity = 0;
+    retired.arena_committed = 0;
+    retired.high_water = 0;
+    (live, retired, n_live, n_orphaned)
+}
+
+/// Fork support: hold the table lock across `fork` so the child never inherits it locked by a
+/// thread that does not exist there.
+pub fn fork_prepare() {
+    core::mem::forget(TABLE.lock());
+}
+
+/// Fork support: the parent and the child both release the lock taken in [`fork_prepare`].
+pub fn fork_finish() {
+    // SAFETY: called once after `fork_prepare`, in the thread that took the lock (or its copy in
+    // the child), so the lock is held by us.
+    unsafe { TABLE.force_unlock() };
+}

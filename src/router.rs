@@ -1,0 +1,132 @@
+//! The router: decides, per call, whether the resize arena or the next allocator serves it.
+//! Both front ends (`ResizeAlloc` in Rust, `libresizealloc.so` for C) sit on these functions,
+//! and each brings its own "next allocator".
+//!
+//! * allocation: the thread's active arena if it is in a region, otherwise null ("yours");
+//! * free: one range check decides; arena blocks are freed locally or remotely;
+//! * realloc: arena blocks grow in place when they are the last block, or move; a block moves
+//!   to wherever a fresh allocation would go now (the arena inside a region, the next allocator
+//!   outside), so a buffer that escaped its region leaves the arena when it next grows.
+
+use core::ptr;
+use core::sync::atomic::Ordering;
+
+use crate::arena::{Arena, MIN_ALIGN};
+use crate::region::{self, MODE, MODE_ATTENTION, MODE_OFF, MODE_PROCESS};
+use crate::reservation;
+
+/// Tries the arena. Null means "not served here": the caller uses the next allocator.
+///
+/// # Safety
+/// `size >= 1`; `align` is a power of two.
+#[inline(always)]
+pub unsafe fn alloc(size: usize, align: usize) -> *mut u8 {
+    let ts = region::state();
+    let a = region::active_arena(ts);
+    if !a.is_null() {
+        // SAFETY: the active arena is this thread's own.
+        return unsafe { (*a).alloc(size, align) };
+    }
+    if MODE.load(Ordering::Relaxed) & MODE_ATTENTION != 0 {
+        return alloc_attention(size, align);
+    }
+    ptr::null_mut()
+}
+
+/// The pass-through path when the mode is not settled yet, or in process mode for a thread that
+/// has not joined its implicit region.
+#[cold]
+#[inline(never)]
+fn alloc_attention(size: usize, align: usize) -> *mut u8 {
+    let m = region::mode();
+    if m & MODE_PROCESS == 0 || m & MODE_OFF != 0 {
+        return ptr::null_mut();
+    }
+    let a = region::join_process(region::state());
+    if a.is_null() {
+        return ptr::null_mut();
+    }
+    // SAFETY: our own arena; the caller's obligations hold.
+    unsafe { (*a).alloc(size, align) }
+}
+
+/// True when `p` is an arena block (one range check).
+#[inline(always)]
+pub fn owns(p: *mut u8) -> bool {
+    reservation::owns(p)
+}
+
+/// Frees an arena block, from any thread.
+///
+/// # Safety
+/// `owns(p)` and `p` is a live arena block.
+#[inline(always)]
+pub unsafe fn free_owned(p: *mut u8) {
+    // SAFETY: caller's obligation: `p` is a live arena block.
+    let arena = unsafe { reservation::arena_of(p) };
+    let ts = region::state();
+    if ptr::eq(region::own_arena(ts), arena) {
+        // SAFETY: our own arena, on its owner thread.
+        unsafe { arena.free_local(p) };
+    } else {
+        free_foreign(arena, p);
+    }
+}
+
+#[cold]
+#[inline(never)]
+fn free_foreign(arena: &'static Arena, p: *mut u8) {
+    // SAFETY: `p` is a live block of `arena` (caller of free_owned).
+    if unsafe { arena.free_remote(p) } {
+        // SAFETY: we won the release claim of an orphaned arena with nothing live.
+        unsafe { reservation::release_arena(arena) };
+    }
+}
+
+/// Usable size of an arena block.
+///
+/// # Safety
+/// `owns(p)` and `p` is a live arena block.
+pub unsafe fn usable_size(p: *mut u8) -> usize {
+    // SAFETY: caller's obligation.
+    unsafe { reservation::arena_of(p).usable_size(p) }
+}
+
+/// Reallocates the arena block `p`. `fallback_alloc(size, align)` is the next allocator.
+/// Returns null (and leaves `p` untouched) when no memory can be had.
+///
+/// # Safety
+/// `owns(p)` and `p` is a live arena block; `new_size >= 1`; `align` a power of two.
+pub unsafe fn realloc_owned(
+    p: *mut u8,
+    new_size: usize,
+    align: usize,
+    fallback_alloc: impl FnOnce(usize, usize) -> *mut u8,
+) -> *mut u8 {
+    // SAFETY: caller's obligation.
+    let arena = unsafe { reservation::arena_of(p) };
+    let ts = region::state();
+    let mine = ptr::eq(region::own_arena(ts), arena);
+    let inside = !region::active_arena(ts).is_null();
+    // Grow in place only inside a region: outside, an escaped buffer should leave the arena.
+    // SAFETY: our own arena on its owner thread; `p` is live.
+    if mine && inside && (p as usize) % align.max(MIN_ALIGN) == 0 && unsafe { arena.try_resize_in_place(p, new_size) } {
+        return p;
+    }
+    // SAFETY: `p` is live.
+    let old = unsafe { arena.usable_size(p) };
+    // SAFETY: caller's obligations on size and align.
+    let mut q = unsafe { alloc(new_size, align) };
+    if q.is_null() {
+        q = fallback_alloc(new_size, align);
+        if q.is_null() {
+            return ptr::null_mut();
+        }
+    }
+    // SAFETY: both blocks are live, distinct, and at least `min(old, new_size)` long.
+    unsafe {
+        ptr::copy_nonoverlapping(p, q, old.min(new_size));
+        free_owned(p);
+    }
+    q
+}

@@ -1,0 +1,236 @@
+//! The arena on its own: no globals, one slot of reserved memory per test.
+
+use resizealloc::arena::{resize_policy, Arena, ArenaConfig, GRANULE, HEADER, PEAK_HISTORY};
+use resizealloc::os;
+
+const SLOT: usize = 64 << 20;
+
+/// A fresh arena in its own reservation (leaked: tests are short).
+fn arena(cfg: ArenaConfig) -> &'static Arena {
+    let raw = os::reserve(2 * SLOT).expect("reserve");
+    let base = (raw + SLOT - 1) & !(SLOT - 1);
+    // SAFETY: a fresh, aligned, unused slot of our own reservation; used by this thread only.
+    unsafe { Arena::create(base, SLOT, cfg) }.expect("arena")
+}
+
+fn alloc(a: &Arena, size: usize, align: usize) -> *mut u8 {
+    // SAFETY: tests call from the owner thread with size >= 1 and power-of-two align.
+    unsafe { a.alloc(size, align) }
+}
+
+fn free(a: &Arena, p: *mut u8) {
+    // SAFETY: `p` came from `a` on this thread and is freed once.
+    unsafe { a.free_local(p) }
+}
+
+#[test]
+fn policy_grows_to_the_peak_and_shrinks_with_hysteresis() {
+    let g = GRANULE;
+    assert_eq!(resize_policy(4 * g, 10 * g + 1, 10 * g + 1, 1, g), 11 * g, "grow to the granule-rounded peak");
+    assert_eq!(resize_policy(16 * g, 8 * g, 8 * g, 100, g), 16 * g, "no shrink while the peak is above a quarter");
+    assert_eq!(resize_policy(16 * g, g, g, PEAK_HISTORY - 1, g), 16 * g, "no shrink before 8 regions");
+    assert_eq!(resize_policy(64 * g, 2 * g, 4 * g, PEAK_HISTORY, g), 5 * g, "shrink to 1.25 x the recent max");
+    assert_eq!(resize_policy(64 * g, 0, 0, PEAK_HISTORY, 2 * g), 2 * g, "never below the minimum");
+}
+
+#[test]
+fn first_region_overflows_then_the_arena_fits_the_work() {
+    let a = arena(ArenaConfig { initial_capacity: GRANULE, ..Default::default() });
+    for round in 0..5 {
+        let before = a.stats().overflow_allocs;
+        let blocks: Vec<_> = (0..1000).map(|i| alloc(a, 100 + i % 50, 16)).collect();
+        for &p in &blocks {
+            assert!(!p.is_null());
+        }
+        for p in blocks {
+            free(a, p);
+        }
+        a.check_invariants().unwrap();
+        a.reset();
+        let overflow = a.stats().overflow_allocs - before;
+        if round == 0 {
+            assert!(overflow > 0, "a 1-granule arena must overflow on ~160 KiB");
+        } else {
+            assert_eq!(overflow, 0, "round {round} still overflows");
+        }
+    }
+    let s = a.stats();
+    assert_eq!(s.resizes, 1, "one resize, to the peak");
+    assert!(s.arena_capacity >= s.high_water && s.arena_capacity < s.high_water + GRANULE as u64);
+}
+
+#[test]
+fn capacity_shrinks_after_eight_small_regions_and_gives_memory_back() {
+    let a = arena(ArenaConfig { initial_capacity: GRANULE, ..Default::default() });
+    let big = alloc(a, 8 << 20, 16);
+    // SAFETY: fresh 8 MiB block.
+    unsafe { std::ptr::write_bytes(big, 1, 8 << 20) };
+    free(a, big);
+    a.reset();
+    let grown = a.stats();
+    assert!(grown.arena_capacity >= 8 << 20);
+    for i in 0..PEAK_HISTORY {
+        let p = alloc(a, 1000, 16);
+        free(a, p);
+        a.reset();
+        if i + 1 < PEAK_HISTORY {
+            assert_eq!(a.stats().arena_capacity, grown.arena_capacity, "shrank too early");
+        }
+    }
+    let shrunk = a.stats();
+    assert!(shrunk.arena_capacity <= 2 * GRANULE as u64, "capacity {} after 8 small regions", shrunk.arena_capacity);
+    assert!(shrunk.arena_committed < grown.arena_committed / 4, "committed memory not given back");
+    assert_eq!(shrunk.resizes, grown.resizes + 1);
+}
+
+#[test]
+fn every_alignment_up_to_two_mib_is_honoured() {
+    let a = arena(ArenaConfig::default());
+    let mut live = Vec::new();
+    for shift in 0..=21 {
+        let align = 1usize << shift;
+        for size in [1, 7, 16, 4095, 70000] {
+            let p = alloc(a, size, align);
+            assert!(!p.is_null());
+            assert_eq!(p as usize % align.max(16), 0, "align {align}");
+            // SAFETY: fresh block of `size` bytes.
+            unsafe { std::ptr::write_bytes(p, shift as u8, size) };
+            live.push((p, size, shift as u8));
+        }
+    }
+    for &(p, size, v) in &live {
+        // SAFETY: live blocks written above.
+        let s = unsafe { std::slice::from_raw_parts(p, size) };
+        assert!(s.iter().all(|&b| b == v), "block overwritten");
+    }
+    a.check_invariants().unwrap();
+}
+
+#[test]
+fn requests_the_slot_cannot_hold_spill_and_count_in_the_high_water() {
+    let a = arena(ArenaConfig::default());
+    assert!(alloc(a, SLOT, 16).is_null(), "larger than the slot: the next allocator's job");
+    assert!(alloc(a, usize::MAX - 8, 16).is_null());
+    let s = a.stats();
+    assert_eq!(s.spilled_allocs, 2);
+    assert!(a.current_peak() >= SLOT);
+}
+
+#[test]
+fn size_bounds_send_requests_elsewhere_without_counting_overflow() {
+    let a = arena(ArenaConfig { min_alloc: 64, max_alloc: 1024, ..Default::default() });
+    assert!(alloc(a, 32, 16).is_null());
+    assert!(alloc(a, 2048, 16).is_null());
+    assert!(!alloc(a, 64, 16).is_null());
+    assert!(!alloc(a, 1024, 16).is_null());
+    assert_eq!(a.stats().overflow_allocs, 0);
+}
+
+#[test]
+fn escaped_block_pins_only_its_granule() {
+    let a = arena(ArenaConfig { initial_capacity: GRANULE, ..Default::default() });
+    let keep = alloc(a, 64, 16);
+    // SAFETY: fresh 64-byte block.
+    unsafe { std::ptr::write_bytes(keep, 0xAB, 64) };
+    for _ in 0..1000 {
+        let ps: Vec<_> = (0..50).map(|_| alloc(a, 200, 16)).collect();
+        for &p in &ps {
+            assert!(p as usize + 200 <= keep as usize - HEADER || p as usize >= keep as usize + 64, "overlap");
+            // SAFETY: fresh block.
+            unsafe { std::ptr::write_bytes(p, 0x11, 200) };
+        }
+        for p in ps {
+            free(a, p);
+        }
+        a.reset();
+        a.check_invariants().unwrap();
+    }
+    // SAFETY: still live.
+    let s = unsafe { std::slice::from_raw_parts(keep, 64) };
+    assert!(s.iter().all(|&b| b == 0xAB));
+    assert!(a.stats().arena_capacity <= 2 * GRANULE as u64);
+    free(a, keep);
+}
+
+#[test]
+fn nested_checkpoints_give_back_only_what_is_free() {
+    let a = arena(ArenaConfig { initial_capacity: 1 << 20, ..Default::default() });
+    let outer = alloc(a, 100, 16);
+    a.push_checkpoint();
+    let inner = alloc(a, 5000, 16);
+    free(a, inner);
+    let before = alloc(a, 16, 16);
+    free(a, before);
+    a.pop_checkpoint();
+    let after = alloc(a, 16, 16);
+    assert!((after as usize) < (inner as usize), "nested region memory was not reused");
+    // An escape out of a nested region keeps its memory.
+    a.push_checkpoint();
+    let escaped = alloc(a, 5000, 16);
+    // SAFETY: fresh block.
+    unsafe { std::ptr::write_bytes(escaped, 7, 5000) };
+    a.pop_checkpoint();
+    let next = alloc(a, 5000, 16);
+    assert!(next as usize >= escaped as usize + 5000, "escaped nested block handed out again");
+    a.check_invariants().unwrap();
+    for p in [outer, after, escaped, next] {
+        free(a, p);
+    }
+    a.reset();
+    a.check_invariants().unwrap();
+}
+
+#[test]
+fn lifo_free_returns_memory_at_once() {
+    let a = arena(ArenaConfig::default());
+    let p = alloc(a, 300, 16);
+    free(a, p);
+    let q = alloc(a, 300, 16);
+    assert_eq!(p, q);
+    free(a, q);
+}
+
+#[test]
+fn double_free_aborts_like_glibc() {
+    // The abort path is checked in a child process: the test binary re-runs itself.
+    if std::env::var_os("RESIZEALLOC_DOUBLE_FREE_CHILD").is_some() {
+        let a = arena(ArenaConfig::default());
+        let p = alloc(a, 32, 16);
+        free(a, p);
+        free(a, p);
+        unreachable!("second free returned");
+    }
+    let out = std::process::Command::new(std::env::current_exe().unwrap())
+        .args(["double_free_aborts_like_glibc", "--exact", "--nocapture", "--test-threads=1"])
+        .env("RESIZEALLOC_DOUBLE_FREE_CHILD", "1")
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success());
+    assert!(err.contains("free(): double free detected"), "stderr: {err}");
+}
+
+#[test]
+fn process_mode_arena_recycles_freed_granules_without_a_region_end() {
+    let a = arena(ArenaConfig { initial_capacity: 1 << 20, recycle: true, ..Default::default() });
+    let long_lived: Vec<_> = (0..16).map(|_| alloc(a, 64, 16)).collect();
+    for _ in 0..200_000 {
+        let p = alloc(a, 512, 16);
+        let q = alloc(a, 4000, 16);
+        free(a, q);
+        free(a, p);
+    }
+    // Interleaved, non-LIFO lifetimes too.
+    let mut ring: Vec<*mut u8> = Vec::new();
+    for i in 0..200_000 {
+        ring.push(alloc(a, 32 + i % 900, 16));
+        if ring.len() > 100 {
+            free(a, ring.remove(0));
+        }
+    }
+    a.check_invariants().unwrap();
+    assert!(a.stats().arena_committed <= 4 << 20, "committed {} with ~100 KiB live", a.stats().arena_committed);
+    for p in ring.into_iter().chain(long_lived) {
+        free(a, p);
+    }
+}
