@@ -380,7 +380,10 @@ impl Arena {
             return ptr::null_mut(); // out of bounds for the arena: not an overflow
         }
         if align > self.slot_end - self.data_start || size > self.slot_end - self.data_start {
-            return self.spill(size); // no slot can ever hold it
+            // No slot can ever hold it: the next allocator's job, and not a size to plan for.
+            self.overflow_allocs.add(1);
+            self.spilled_allocs.add(1);
+            return ptr::null_mut();
         }
         let mut wrapped = false;
         loop {
@@ -744,9 +747,10 @@ impl Arena {
         let resume = self.resume_point();
 
         let capacity = self.cap_end.get() - self.data_start;
-        let recent_max = self.recent_peak_max();
-        let wanted = resize_policy(capacity, peak, recent_max, self.peaks_seen.get(), self.min_capacity);
-        let wanted = wanted.min(self.slot_end - self.data_start);
+        let room = self.slot_end - self.data_start;
+        let recent_max = self.recent_peak_max().min(room);
+        let wanted = resize_policy(capacity, peak.min(room), recent_max, self.peaks_seen.get(), self.min_capacity);
+        let wanted = wanted.min(room);
         if wanted > capacity {
             let need_end = self.data_start + wanted;
             if self.grow_commit(need_end) || self.committed_end.get() >= need_end {

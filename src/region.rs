@@ -36,6 +36,7 @@ pub struct ThreadState {
 }
 
 impl ThreadState {
+    #[cfg_attr(all(target_arch = "x86_64", target_os = "linux"), allow(dead_code))]
     const fn new() -> Self {
         ThreadState {
             active: Cell::new(ptr::null()),
@@ -46,17 +47,59 @@ impl ThreadState {
     }
 }
 
+#[cfg(not(all(target_arch = "x86_64", target_os = "linux")))]
 thread_local! {
     static STATE: ThreadState = const { ThreadState::new() };
 }
 
 /// The calling thread's state. Valid for as long as the thread runs (TLS destructors included:
 /// the state has none of its own).
+#[cfg(not(all(target_arch = "x86_64", target_os = "linux")))]
 #[inline(always)]
 pub fn state() -> &'static ThreadState {
     // SAFETY: the reference never leaves the thread (ThreadState is !Sync) and const,
     // drop-free thread locals live until the thread's stack and TLS block are gone.
     STATE.with(|s| unsafe { &*(s as *const ThreadState) })
+}
+
+// On x86-64 Linux the state lives in a static TLS block of our own, reached with the
+// initial-exec model: two instructions, no `__tls_get_addr` call even inside a shared library
+// (stable Rust cannot ask for that model), and no allocation on first touch. Zero bytes are a
+// valid `ThreadState::new()` (null pointers, depth 0, no flags).
+#[cfg(all(target_arch = "x86_64", target_os = "linux"))]
+core::arch::global_asm!(
+    ".pushsection .tbss,\"awT\",@nobits",
+    ".p2align 6",
+    ".globl resizealloc_thread_state",
+    ".hidden resizealloc_thread_state",
+    ".type resizealloc_thread_state,@object",
+    ".size resizealloc_thread_state,64",
+    "resizealloc_thread_state:",
+    ".zero 64",
+    ".popsection",
+);
+
+#[cfg(all(target_arch = "x86_64", target_os = "linux"))]
+const _: () = assert!(core::mem::size_of::<ThreadState>() <= 64 && core::mem::align_of::<ThreadState>() <= 64);
+
+/// The calling thread's state. Valid for as long as the thread runs (TLS destructors included:
+/// the state has none of its own).
+#[cfg(all(target_arch = "x86_64", target_os = "linux"))]
+#[inline(always)]
+pub fn state() -> &'static ThreadState {
+    let p: usize;
+    // SAFETY: reads the thread pointer and the GOT's TLS offset of our own TLS symbol; no
+    // memory is written. The result is this thread's 64-byte, 64-aligned block, zero at thread
+    // start, which is a valid ThreadState that only this thread touches (ThreadState is !Sync).
+    unsafe {
+        core::arch::asm!(
+            "mov {p}, qword ptr [rip + resizealloc_thread_state@GOTTPOFF]",
+            "add {p}, qword ptr fs:[0]",
+            p = out(reg) p,
+            options(pure, readonly, nostack),
+        );
+        &*(p as *const ThreadState)
+    }
 }
 
 // ------------------------------------------------------------------------------ global mode
@@ -80,15 +123,30 @@ pub(crate) fn mode_changed(m: RegionMode) {
     MODE.store(bits, Ordering::Relaxed);
 }
 
-/// The mode, reading the environment first if nobody has yet.
+extern "C" {
+    /// glibc's environment pointer: null until libc has initialised itself.
+    static environ: *const *const libc::c_char;
+}
+
+/// The mode, reading the environment first if nobody has yet. While libc is still starting
+/// (no `environ` yet) it answers "markers" without deciding, and asks again next time.
 #[inline]
 pub(crate) fn mode() -> u8 {
     let m = MODE.load(Ordering::Relaxed);
     if m == MODE_UNINIT {
+        // SAFETY: reading a pointer-sized libc global; a torn read is impossible on our targets.
+        if unsafe { environ.is_null() } {
+            return MODE_MARKERS;
+        }
         options::init_from_env();
         return MODE.load(Ordering::Relaxed);
     }
     m
+}
+
+/// True once the options were read (lazily or by [`options::init_from_env`]).
+pub fn options_ready() -> bool {
+    MODE.load(Ordering::Relaxed) != MODE_UNINIT
 }
 
 // ------------------------------------------------------------------------------ arena routing

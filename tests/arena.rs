@@ -107,13 +107,29 @@ fn every_alignment_up_to_two_mib_is_honoured() {
 }
 
 #[test]
-fn requests_the_slot_cannot_hold_spill_and_count_in_the_high_water() {
+fn overflow_past_the_slot_spills_and_counts_in_the_high_water() {
+    let a = arena(ArenaConfig::default());
+    let first = alloc(a, 40 << 20, 16);
+    assert!(!first.is_null(), "40 MiB fits a 64 MiB slot");
+    assert!(alloc(a, 40 << 20, 16).is_null(), "the rest of the slot cannot: spill to the next allocator");
+    assert_eq!(a.stats().spilled_allocs, 1);
+    assert!(a.current_peak() >= 80 << 20, "the spill counts in what the region needed");
+    free(a, first);
+    a.reset();
+    assert!(a.stats().arena_capacity >= 40 << 20 && a.stats().arena_capacity <= SLOT as u64);
+    a.check_invariants().unwrap();
+}
+
+#[test]
+fn impossible_requests_spill_without_skewing_the_peak() {
     let a = arena(ArenaConfig::default());
     assert!(alloc(a, SLOT, 16).is_null(), "larger than the slot: the next allocator's job");
     assert!(alloc(a, usize::MAX - 8, 16).is_null());
-    let s = a.stats();
-    assert_eq!(s.spilled_allocs, 2);
-    assert!(a.current_peak() >= SLOT);
+    assert!(alloc(a, 16, 1 << 40).is_null());
+    assert_eq!(a.stats().spilled_allocs, 3);
+    assert!(a.current_peak() < SLOT);
+    a.reset();
+    a.check_invariants().unwrap();
 }
 
 #[test]

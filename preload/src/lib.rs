@@ -1,1 +1,53 @@
+//! `libresizealloc.so`: run an unmodified, dynamically linked program as
+//! `LD_PRELOAD=libresizealloc.so ./app` and its allocations inside regions go to the thread's
+//! resize arena; everything else goes to the next allocator in the chain (glibc, or whatever
+//! comes after us in `LD_PRELOAD`).
+//!
+//! * `malloc.rs`: the exported malloc family;
+//! * `real.rs`: finding the next allocator, and the bootstrap buffer;
+//! * `capi.rs`: the C API of `include/resizealloc.h`;
+//! * `report.rs`: stderr output without allocating;
+//! * this file: the constructor (options, exit summary, fork handlers).
 
+mod capi;
+mod malloc;
+mod real;
+mod report;
+
+use resizealloc::{options, reservation};
+
+/// Runs when the library is loaded, after libc is initialised: reads `RESIZEALLOC_*` (unless
+/// the first allocation already did), installs the fork handlers and the exit summary.
+extern "C" fn init() {
+    let o = if resizealloc::region::options_ready() { options::get() } else { options::init_from_env() };
+    if o.verbose {
+        report::options_banner(&o);
+    }
+    // SAFETY: registering handlers with the right signatures; they never unwind.
+    unsafe {
+        libc::pthread_atfork(Some(fork_prepare), Some(fork_parent), Some(fork_child));
+        if o.stats {
+            libc::atexit(at_exit);
+        }
+    }
+}
+
+#[used]
+#[link_section = ".init_array"]
+static INIT: extern "C" fn() = init;
+
+extern "C" fn fork_prepare() {
+    reservation::fork_prepare();
+}
+
+extern "C" fn fork_parent() {
+    reservation::fork_finish();
+}
+
+extern "C" fn fork_child() {
+    reservation::fork_finish();
+}
+
+extern "C" fn at_exit() {
+    report::stats_summary();
+}

@@ -1,0 +1,77 @@
+/*
+ * resizealloc.h: the C API of libresizealloc.so.
+ *
+ * Load the library with LD_PRELOAD (then it also serves malloc/free/...) or link against it.
+ * Between resize_region_begin() and the matching resize_region_end(), every allocation of the
+ * calling thread is served from that thread's resize arena: a bump buffer that grows in place
+ * when it is too small and resizes itself to the region's peak at the outermost end.
+ * Memory stays valid until it is freed, whether it escapes the region, crosses threads or
+ * outlives its thread.
+ */
+#ifndef RESIZEALLOC_H
+#define RESIZEALLOC_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Figures of the calling thread's arena. */
+struct resize_thread_stats {
+    uint64_t arena_capacity;   /* bytes planned for the next region (what it resized to) */
+    uint64_t arena_committed;  /* bytes readable/writable: capacity + overflow + pinned granules */
+    uint64_t high_water;       /* bytes the last completed outermost region needed */
+    uint64_t region_allocs;    /* allocations served by the arena */
+    uint64_t overflow_allocs;  /* allocations that did not fit the capacity planned at region start */
+    uint64_t spilled_allocs;   /* overflow allocations served by the next allocator */
+    uint64_t resizes;          /* capacity changes */
+    uint64_t region_depth;     /* current nesting depth */
+};
+
+/* Totals over every thread (arenas of exited threads included). */
+struct resize_process_stats {
+    uint64_t arena_capacity;
+    uint64_t arena_committed;
+    uint64_t high_water;       /* sum of the arenas' last peaks */
+    uint64_t region_allocs;
+    uint64_t overflow_allocs;
+    uint64_t spilled_allocs;
+    uint64_t resizes;
+    uint64_t arenas_live;      /* arenas whose thread is alive */
+    uint64_t arenas_orphaned;  /* thread exited while some of its blocks were still live */
+    uint64_t arenas_denied;    /* threads that wanted an arena and got none */
+    uint64_t reserved_bytes;   /* address space reserved for arenas (not memory in use) */
+};
+
+struct resize_stats {
+    struct resize_thread_stats thread;
+    struct resize_process_stats process;
+};
+
+/* Enters a region on the calling thread. Regions nest. */
+void resize_region_begin(void);
+
+/* Leaves the innermost region: 0 on success, -1 if the thread is not in a region.
+ * The outermost end resets the arena and resizes it to the region's peak. */
+int resize_region_end(void);
+
+/* Nesting depth of the calling thread (0 outside regions). */
+int resize_region_depth(void);
+
+/* Fills *out (at most out_size bytes; pass sizeof(struct resize_stats)).
+ * Returns the size of the library's struct, or -1 if out is NULL. */
+int resize_stats_get(struct resize_stats *out, size_t out_size);
+
+/* Gives memory the calling thread's arena does not need back to the kernel. */
+void resize_trim(void);
+
+/* "MAJOR.MINOR.PATCH" */
+const char *resize_version(void);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* RESIZEALLOC_H */

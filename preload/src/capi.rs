@@ -1,0 +1,56 @@
+//! The C API (`include/resizealloc.h`): region markers, depth, stats and trim, callable from C,
+//! Python (ctypes) and Julia (ccall). Every function is total: bad input gets an error code.
+
+use core::ffi::c_int;
+
+use resizealloc::{region_begin, region_depth, region_end, Stats};
+
+/// Enters a region on the calling thread (regions nest).
+#[no_mangle]
+pub extern "C" fn resize_region_begin() {
+    region_begin();
+}
+
+/// Leaves the innermost region: 0 on success, -1 when the thread is not in a region.
+/// The outermost end resets the thread's arena and resizes it to the region's peak.
+#[no_mangle]
+pub extern "C" fn resize_region_end() -> c_int {
+    match region_end() {
+        Ok(()) => 0,
+        Err(_) => -1,
+    }
+}
+
+/// Region nesting depth of the calling thread (0 outside regions).
+#[no_mangle]
+pub extern "C" fn resize_region_depth() -> c_int {
+    region_depth().min(c_int::MAX as u32) as c_int
+}
+
+/// Copies the calling thread's and the process's figures into `out`, at most `out_size` bytes
+/// (pass `sizeof(struct resize_stats)`; a smaller, older struct gets its prefix). Returns the
+/// number of bytes the library knows about, or -1 when `out` is NULL.
+#[no_mangle]
+pub extern "C" fn resize_stats_get(out: *mut Stats, out_size: usize) -> c_int {
+    if out.is_null() {
+        return -1;
+    }
+    let s = resizealloc::stats();
+    let n = out_size.min(core::mem::size_of::<Stats>());
+    // SAFETY: `out` is non-null and the caller promises `out_size` writable bytes; we copy at
+    // most that many from a local value.
+    unsafe { core::ptr::copy_nonoverlapping(&s as *const Stats as *const u8, out as *mut u8, n) };
+    core::mem::size_of::<Stats>() as c_int
+}
+
+/// Gives memory the calling thread's arena does not need back to the kernel.
+#[no_mangle]
+pub extern "C" fn resize_trim() {
+    resizealloc::trim();
+}
+
+/// The library version as "MAJOR.MINOR.PATCH" (static storage).
+#[no_mangle]
+pub extern "C" fn resize_version() -> *const core::ffi::c_char {
+    concat!(env!("CARGO_PKG_VERSION"), "\0").as_ptr().cast()
+}

@@ -1,0 +1,207 @@
+//! The exported malloc family, with glibc's semantics: 16-byte alignment, `errno` as glibc sets
+//! it, `realloc(p, 0)` frees and returns NULL, bad alignments give `EINVAL`.
+//!
+//! Each entry point asks the router first (the thread's arena, inside a region) and otherwise
+//! calls the next allocator. A pointer is an arena block exactly when it lies in the arena
+//! reservation: one range check in `free`, `realloc` and `malloc_usable_size`. Nothing here
+//! panics or allocates through itself.
+
+use core::ffi::{c_int, c_void};
+use core::ptr;
+
+use resizealloc::router;
+
+use crate::real;
+
+const MIN_ALIGN: usize = 16;
+const PAGE: usize = 4096;
+
+#[inline(always)]
+fn set_errno(e: c_int) {
+    // SAFETY: glibc's errno location is always valid for the calling thread.
+    unsafe { *libc::__errno_location() = e };
+}
+
+#[inline(always)]
+fn arena_alloc(size: usize, align: usize) -> *mut c_void {
+    // SAFETY: size is at least 1 and align a power of two (callers check).
+    unsafe { router::alloc(size.max(1), align) as *mut c_void }
+}
+
+/// `malloc(3)`.
+#[no_mangle]
+pub extern "C" fn malloc(size: usize) -> *mut c_void {
+    let p = arena_alloc(size, MIN_ALIGN);
+    if !p.is_null() {
+        return p;
+    }
+    real::malloc(size)
+}
+
+/// `free(3)`.
+#[no_mangle]
+pub extern "C" fn free(p: *mut c_void) {
+    if router::owns(p as *mut u8) {
+        // SAFETY: an arena block the program frees (double frees are detected and abort).
+        unsafe { router::free_owned(p as *mut u8) };
+    } else if !p.is_null() {
+        real::free(p);
+    }
+}
+
+/// `cfree`, the old alias of `free`.
+#[no_mangle]
+pub extern "C" fn cfree(p: *mut c_void) {
+    free(p)
+}
+
+/// `calloc(3)`: `n * size` overflow gives NULL with `ENOMEM`.
+#[no_mangle]
+pub extern "C" fn calloc(n: usize, size: usize) -> *mut c_void {
+    let Some(total) = n.checked_mul(size) else {
+        set_errno(libc::ENOMEM);
+        return ptr::null_mut();
+    };
+    let p = arena_alloc(total, MIN_ALIGN);
+    if !p.is_null() {
+        // Arena memory is reused, so it is not zero.
+        // SAFETY: a fresh block of at least `total` bytes.
+        unsafe { ptr::write_bytes(p as *mut u8, 0, total) };
+        return p;
+    }
+    real::calloc(n, size)
+}
+
+/// `realloc(3)`.
+#[no_mangle]
+pub extern "C" fn realloc(p: *mut c_void, size: usize) -> *mut c_void {
+    if p.is_null() {
+        return malloc(size);
+    }
+    if size == 0 {
+        free(p);
+        return ptr::null_mut();
+    }
+    if router::owns(p as *mut u8) {
+        // SAFETY: a live arena block; size >= 1; MIN_ALIGN is a power of two.
+        let q = unsafe { router::realloc_owned(p as *mut u8, size, MIN_ALIGN, |s, _| real::malloc(s) as *mut u8) };
+        if q.is_null() {
+            set_errno(libc::ENOMEM);
+        }
+        return q as *mut c_void;
+    }
+    if real::is_boot(p) {
+        let q = malloc(size);
+        if !q.is_null() {
+            // SAFETY: both blocks are live and at least `min(old, size)` long.
+            unsafe { ptr::copy_nonoverlapping(p as *const u8, q as *mut u8, real::boot_size(p).min(size)) };
+        }
+        return q;
+    }
+    real::realloc(p, size)
+}
+
+/// `reallocarray(3)`: overflow gives NULL with `ENOMEM` and leaves `p` alone.
+#[no_mangle]
+pub extern "C" fn reallocarray(p: *mut c_void, n: usize, size: usize) -> *mut c_void {
+    match n.checked_mul(size) {
+        Some(total) => realloc(p, total),
+        None => {
+            set_errno(libc::ENOMEM);
+            ptr::null_mut()
+        }
+    }
+}
+
+/// Aligned allocation shared by every aligned entry point; `align` is a power of two.
+fn aligned(align: usize, size: usize) -> *mut c_void {
+    let align = align.max(MIN_ALIGN);
+    let p = arena_alloc(size, align);
+    if !p.is_null() {
+        return p;
+    }
+    real::memalign(align, size)
+}
+
+/// `posix_memalign(3)`: returns `EINVAL` unless `align` is a power of two multiple of
+/// `sizeof(void *)`, `ENOMEM` when no memory; `errno` is left alone, as glibc does.
+#[no_mangle]
+pub extern "C" fn posix_memalign(out: *mut *mut c_void, align: usize, size: usize) -> c_int {
+    if out.is_null() {
+        return libc::EINVAL;
+    }
+    if !align.is_power_of_two() || align % core::mem::size_of::<usize>() != 0 {
+        return libc::EINVAL;
+    }
+    let saved = errno();
+    let p = aligned(align, size);
+    if p.is_null() {
+        set_errno(saved);
+        return libc::ENOMEM;
+    }
+    // SAFETY: `out` is non-null and points to writable storage (the caller's contract).
+    unsafe { *out = p };
+    0
+}
+
+fn errno() -> c_int {
+    // SAFETY: see set_errno.
+    unsafe { *libc::__errno_location() }
+}
+
+/// `aligned_alloc(3)` (C11): a non-power-of-two alignment gives NULL with `EINVAL`.
+#[no_mangle]
+pub extern "C" fn aligned_alloc(align: usize, size: usize) -> *mut c_void {
+    if !align.is_power_of_two() {
+        set_errno(libc::EINVAL);
+        return ptr::null_mut();
+    }
+    aligned(align, size)
+}
+
+/// `memalign(3)`: like glibc, a non-power-of-two alignment is rounded up; one that cannot be
+/// rounded gives NULL with `EINVAL`.
+#[no_mangle]
+pub extern "C" fn memalign(align: usize, size: usize) -> *mut c_void {
+    let Some(align) = align.max(1).checked_next_power_of_two() else {
+        set_errno(libc::EINVAL);
+        return ptr::null_mut();
+    };
+    if align > usize::MAX / 2 + 1 {
+        set_errno(libc::EINVAL);
+        return ptr::null_mut();
+    }
+    aligned(align, size)
+}
+
+/// `valloc(3)`: page aligned.
+#[no_mangle]
+pub extern "C" fn valloc(size: usize) -> *mut c_void {
+    aligned(PAGE, size)
+}
+
+/// `pvalloc(3)`: page aligned, size rounded up to whole pages.
+#[no_mangle]
+pub extern "C" fn pvalloc(size: usize) -> *mut c_void {
+    let Some(rounded) = size.max(1).checked_add(PAGE - 1).map(|s| s & !(PAGE - 1)) else {
+        set_errno(libc::ENOMEM);
+        return ptr::null_mut();
+    };
+    aligned(PAGE, rounded)
+}
+
+/// `malloc_usable_size(3)`.
+#[no_mangle]
+pub extern "C" fn malloc_usable_size(p: *mut c_void) -> usize {
+    if p.is_null() {
+        return 0;
+    }
+    if router::owns(p as *mut u8) {
+        // SAFETY: a live arena block (the caller's contract, as with glibc).
+        return unsafe { router::usable_size(p as *mut u8) };
+    }
+    if real::is_boot(p) {
+        return real::boot_size(p);
+    }
+    real::usable_size(p)
+}

@@ -1,0 +1,193 @@
+//! The next allocator in the chain, found with `dlsym(RTLD_NEXT, …)`, and the bootstrap buffer
+//! that serves allocations made while we are still looking it up.
+//!
+//! `dlsym` itself may call `calloc` (for its error buffer). Those calls, and any other call that
+//! arrives while resolution is in progress, are served from a static 64 KiB buffer by an atomic
+//! bump. Bootstrap blocks are never given to the next allocator: `free` ignores them, `realloc`
+//! copies them out.
+
+use core::ffi::c_void;
+use core::sync::atomic::{AtomicPtr, AtomicU8, AtomicUsize, Ordering};
+
+use resizealloc::os;
+
+type MallocFn = unsafe extern "C" fn(usize) -> *mut c_void;
+type FreeFn = unsafe extern "C" fn(*mut c_void);
+type CallocFn = unsafe extern "C" fn(usize, usize) -> *mut c_void;
+type ReallocFn = unsafe extern "C" fn(*mut c_void, usize) -> *mut c_void;
+type MemalignFn = unsafe extern "C" fn(usize, usize) -> *mut c_void;
+type UsableFn = unsafe extern "C" fn(*mut c_void) -> usize;
+
+static MALLOC: AtomicPtr<c_void> = AtomicPtr::new(core::ptr::null_mut());
+static FREE: AtomicPtr<c_void> = AtomicPtr::new(core::ptr::null_mut());
+static CALLOC: AtomicPtr<c_void> = AtomicPtr::new(core::ptr::null_mut());
+static REALLOC: AtomicPtr<c_void> = AtomicPtr::new(core::ptr::null_mut());
+static MEMALIGN: AtomicPtr<c_void> = AtomicPtr::new(core::ptr::null_mut());
+static USABLE: AtomicPtr<c_void> = AtomicPtr::new(core::ptr::null_mut());
+
+const UNINIT: u8 = 0;
+const INITIALIZING: u8 = 1;
+const READY: u8 = 2;
+static STATE: AtomicU8 = AtomicU8::new(UNINIT);
+
+// ------------------------------------------------------------------------------ bootstrap
+
+const BOOT_BYTES: usize = 64 << 10;
+#[repr(C, align(4096))]
+struct BootBuffer([u8; BOOT_BYTES]);
+static mut BOOT: BootBuffer = BootBuffer([0; BOOT_BYTES]);
+static BOOT_USED: AtomicUsize = AtomicUsize::new(0);
+
+fn boot_base() -> usize {
+    // Only the address is taken; the contents are handed out in disjoint pieces.
+    core::ptr::addr_of_mut!(BOOT) as usize
+}
+
+/// True when `p` came from the bootstrap buffer.
+#[inline(always)]
+pub fn is_boot(p: *mut c_void) -> bool {
+    (p as usize).wrapping_sub(boot_base()) < BOOT_BYTES
+}
+
+/// Bytes usable in a bootstrap block.
+pub fn boot_size(p: *mut c_void) -> usize {
+    // SAFETY: every bootstrap block has its size in the 16 bytes before it.
+    unsafe { *((p as usize - 16) as *const usize) }
+}
+
+/// Serves `size` bytes aligned to `align` from the bootstrap buffer (zeroed: never reused).
+fn boot_alloc(size: usize, align: usize) -> *mut c_void {
+    let align = align.max(16);
+    let mut used = BOOT_USED.load(Ordering::Relaxed);
+    loop {
+        let start = (boot_base() + used + 16 + align - 1) & !(align - 1);
+        let end = match start.checked_add(size) {
+            Some(e) if e <= boot_base() + BOOT_BYTES => e,
+            _ => return core::ptr::null_mut(),
+        };
+        let new_used = (end - boot_base() + 15) & !15;
+        match BOOT_USED.compare_exchange_weak(used, new_used, Ordering::AcqRel, Ordering::Relaxed) {
+            Ok(_) => {
+                // SAFETY: `[start - 16, end)` is ours alone after the successful CAS.
+                unsafe { *((start - 16) as *mut usize) = size };
+                return start as *mut c_void;
+            }
+            Err(now) => used = now,
+        }
+    }
+}
+
+// ------------------------------------------------------------------------------ resolution
+
+fn lookup(name: &core::ffi::CStr) -> *mut c_void {
+    // SAFETY: RTLD_NEXT lookup of a NUL-terminated name; no memory is passed in.
+    unsafe { libc::dlsym(libc::RTLD_NEXT, name.as_ptr()) }
+}
+
+#[cold]
+#[inline(never)]
+fn resolve() -> bool {
+    match STATE.compare_exchange(UNINIT, INITIALIZING, Ordering::AcqRel, Ordering::Acquire) {
+        Ok(_) => {}
+        Err(READY) => return true,
+        Err(_) => return false, // someone (maybe dlsym inside us) is resolving: use bootstrap
+    }
+    let m = lookup(c"malloc");
+    let f = lookup(c"free");
+    let c = lookup(c"calloc");
+    let r = lookup(c"realloc");
+    let a = lookup(c"memalign");
+    let u = lookup(c"malloc_usable_size");
+    if m.is_null() || f.is_null() || c.is_null() || r.is_null() || a.is_null() {
+        os::fatal(b"resizealloc: cannot find the next malloc with dlsym(RTLD_NEXT); is the program static?\n");
+    }
+    MALLOC.store(m, Ordering::Release);
+    FREE.store(f, Ordering::Release);
+    CALLOC.store(c, Ordering::Release);
+    REALLOC.store(r, Ordering::Release);
+    MEMALIGN.store(a, Ordering::Release);
+    USABLE.store(u, Ordering::Release);
+    STATE.store(READY, Ordering::Release);
+    true
+}
+
+#[inline(always)]
+fn get(slot: &AtomicPtr<c_void>) -> *mut c_void {
+    let p = slot.load(Ordering::Acquire);
+    if !p.is_null() {
+        return p;
+    }
+    if resolve() {
+        slot.load(Ordering::Acquire)
+    } else {
+        core::ptr::null_mut()
+    }
+}
+
+/// Next allocator's `malloc`, or the bootstrap buffer while it is being found.
+#[inline(always)]
+pub fn malloc(size: usize) -> *mut c_void {
+    let f = get(&MALLOC);
+    if f.is_null() {
+        return boot_alloc(size, 16);
+    }
+    // SAFETY: `f` is the next object's `malloc`.
+    unsafe { core::mem::transmute::<*mut c_void, MallocFn>(f)(size) }
+}
+
+/// Next allocator's `free`. Bootstrap blocks are ignored.
+#[inline(always)]
+pub fn free(p: *mut c_void) {
+    if is_boot(p) {
+        return;
+    }
+    let f = get(&FREE);
+    if f.is_null() {
+        return; // still resolving: a non-bootstrap pointer cannot exist yet
+    }
+    // SAFETY: `p` came from the next allocator (not ours, not bootstrap).
+    unsafe { core::mem::transmute::<*mut c_void, FreeFn>(f)(p) }
+}
+
+/// Next allocator's `calloc`.
+pub fn calloc(n: usize, size: usize) -> *mut c_void {
+    let f = get(&CALLOC);
+    if f.is_null() {
+        return match n.checked_mul(size) {
+            Some(total) => boot_alloc(total, 16),
+            None => core::ptr::null_mut(),
+        };
+    }
+    // SAFETY: `f` is the next object's `calloc`.
+    unsafe { core::mem::transmute::<*mut c_void, CallocFn>(f)(n, size) }
+}
+
+/// Next allocator's `realloc` for a pointer it owns (or null).
+pub fn realloc(p: *mut c_void, size: usize) -> *mut c_void {
+    let f = get(&REALLOC);
+    if f.is_null() {
+        return boot_alloc(size, 16);
+    }
+    // SAFETY: `p` is null or came from the next allocator.
+    unsafe { core::mem::transmute::<*mut c_void, ReallocFn>(f)(p, size) }
+}
+
+/// Next allocator's `memalign` (every aligned entry point maps onto it).
+pub fn memalign(align: usize, size: usize) -> *mut c_void {
+    let f = get(&MEMALIGN);
+    if f.is_null() {
+        return boot_alloc(size, align);
+    }
+    // SAFETY: `f` is the next object's `memalign`.
+    unsafe { core::mem::transmute::<*mut c_void, MemalignFn>(f)(align, size) }
+}
+
+/// Next allocator's `malloc_usable_size` (0 if it has none).
+pub fn usable_size(p: *mut c_void) -> usize {
+    let f = get(&USABLE);
+    if f.is_null() {
+        return 0;
+    }
+    // SAFETY: `p` came from the next allocator.
+    unsafe { core::mem::transmute::<*mut c_void, UsableFn>(f)(p) }
+}

@@ -1,0 +1,324 @@
+//! libresizealloc.so under LD_PRELOAD: C programs compiled here cover every export and its edge
+//! cases; real programs (python3, sqlite3, xz, sort, git) must give byte-identical output and
+//! exit codes with `RESIZEALLOC_REGION=process` as without the library.
+//!
+//! The library is the one cargo built for this test run (`target/<profile>/libresizealloc.so`),
+//! or `$RESIZEALLOC_SO` when set.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+use std::sync::OnceLock;
+
+fn target_profile_dir() -> PathBuf {
+    // target/<profile>/deps/preload-<hash>
+    let exe = std::env::current_exe().unwrap();
+    exe.parent().unwrap().parent().unwrap().to_path_buf()
+}
+
+fn library() -> PathBuf {
+    if let Some(p) = std::env::var_os("RESIZEALLOC_SO") {
+        return PathBuf::from(p);
+    }
+    let so = target_profile_dir().join("libresizealloc.so");
+    assert!(so.exists(), "{} is missing: build it with `cargo build -p resizealloc-preload`", so.display());
+    so
+}
+
+fn work_dir() -> &'static Path {
+    static DIR: OnceLock<PathBuf> = OnceLock::new();
+    DIR.get_or_init(|| {
+        let d = target_profile_dir().join("preload-tests");
+        std::fs::create_dir_all(&d).unwrap();
+        d
+    })
+}
+
+/// Compiles `tests/c/<name>.c` (once per test run) and returns the executable.
+fn compile(name: &str) -> PathBuf {
+    let manifest = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let src = manifest.join("tests/c").join(format!("{name}.c"));
+    let exe = work_dir().join(name);
+    let status = Command::new("cc")
+                // -fno-builtin: gcc would otherwise drop malloc/free pairs whose memory is never used.
+        .args(["-O1", "-g", "-Wall", "-fno-builtin", "-pthread", "-I"])
+        .arg(manifest.join("include"))
+        .arg(&src)
+        .arg("-o")
+        .arg(&exe)
+        .arg(format!("-L{}", library().parent().unwrap().display()))
+        .arg(format!("-Wl,-rpath,{}", library().parent().unwrap().display()))
+        .arg("-lresizealloc")
+        .arg("-ldl")
+        .status()
+        .expect("cc");
+    assert!(status.success(), "compiling {}", src.display());
+    exe
+}
+
+/// Runs `cmd` with the library preloaded plus `env`.
+fn preloaded(mut cmd: Command, env: &[(&str, &str)]) -> Output {
+    cmd.env("LD_PRELOAD", library());
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
+    cmd.output().expect("spawn")
+}
+
+fn text(b: &[u8]) -> String {
+    String::from_utf8_lossy(b).into_owned()
+}
+
+fn assert_ok(out: &Output, what: &str) {
+    assert!(
+        out.status.success() && text(&out.stdout).contains("all ok"),
+        "{what} failed: {:?}\nstdout:\n{}\nstderr:\n{}",
+        out.status,
+        text(&out.stdout),
+        text(&out.stderr)
+    );
+}
+
+#[test]
+fn every_export_and_edge_case() {
+    let exe = compile("api");
+    let out = preloaded(Command::new(&exe), &[]);
+    assert_ok(&out, "api.c");
+}
+
+#[test]
+fn two_threads_cross_thread_frees_and_thread_exit() {
+    let out = preloaded(Command::new(compile("threads")), &[]);
+    assert_ok(&out, "threads.c");
+}
+
+#[test]
+fn fork_inside_a_region() {
+    let out = preloaded(Command::new(compile("fork")), &[]);
+    assert_ok(&out, "fork.c");
+    assert!(text(&out.stdout).contains("child ok"));
+}
+
+#[test]
+fn double_free_aborts_with_glibcs_message() {
+    let out = preloaded(Command::new(compile("double_free")), &[]);
+    use std::os::unix::process::ExitStatusExt;
+    assert_eq!(out.status.signal(), Some(libc_sigabrt()), "status {:?}", out.status);
+    assert!(text(&out.stderr).contains("free(): double free detected"), "stderr: {}", text(&out.stderr));
+}
+
+fn libc_sigabrt() -> i32 {
+    6
+}
+
+#[test]
+fn regions_on_top_of_mimalloc() {
+    let mimalloc = Path::new("/usr/lib/x86_64-linux-gnu/libmimalloc.so.2");
+    assert!(mimalloc.exists(), "libmimalloc.so.2 missing: apt-get install libmimalloc2.0 (.ci/run does)");
+    let mut cmd = Command::new(compile("chain"));
+    cmd.env("LD_PRELOAD", format!("{} {}", library().display(), mimalloc.display()));
+    let out = cmd.output().unwrap();
+    assert_ok(&out, "chain.c");
+}
+
+fn envcheck(env: &[(&str, &str)]) -> (String, String) {
+    static EXE: OnceLock<PathBuf> = OnceLock::new();
+    let exe = EXE.get_or_init(|| compile("envcheck"));
+    let out = preloaded(Command::new(exe), env);
+    assert!(out.status.success(), "envcheck {:?}: {}", env, text(&out.stderr));
+    (text(&out.stdout).trim().to_string(), text(&out.stderr))
+}
+
+#[test]
+fn environment_controls_routing() {
+    let (o, _) = envcheck(&[]);
+    assert_eq!(o, "unmarked 0 small 1 large 1 end 0 depth 0");
+    let (o, _) = envcheck(&[("RESIZEALLOC_REGION", "off")]);
+    assert_eq!(o, "unmarked 0 small 0 large 0 end 0 depth 0", "off must ignore the markers");
+    let (o, _) = envcheck(&[("RESIZEALLOC_REGION", "process")]);
+    assert!(o.starts_with("unmarked 1 small 1 large 1"), "process mode: {o}");
+    let (o, _) = envcheck(&[("RESIZEALLOC_MAX_SIZE", "64K")]);
+    assert_eq!(o, "unmarked 0 small 1 large 0 end 0 depth 0", "max size bound");
+    let (o, _) = envcheck(&[("RESIZEALLOC_MIN_SIZE", "4K")]);
+    assert_eq!(o, "unmarked 0 small 0 large 1 end 0 depth 0", "min size bound");
+    let (o, _) = envcheck(&[("RESIZEALLOC_INITIAL_ARENA", "4M"), ("RESIZEALLOC_MAX_ARENA", "8M")]);
+    assert_eq!(o, "unmarked 0 small 1 large 1 end 0 depth 0");
+}
+
+#[test]
+fn garbage_environment_warns_once_and_keeps_defaults() {
+    let (o, err) = envcheck(&[
+        ("RESIZEALLOC_REGION", "sometimes"),
+        ("RESIZEALLOC_MIN_SIZE", "lots"),
+        ("RESIZEALLOC_MAX_ARENA", "12Q"),
+        ("RESIZEALLOC_STATS", "maybe"),
+    ]);
+    assert_eq!(o, "unmarked 0 small 1 large 1 end 0 depth 0");
+    for name in ["RESIZEALLOC_REGION=sometimes", "RESIZEALLOC_MIN_SIZE=lots", "RESIZEALLOC_MAX_ARENA=12Q", "RESIZEALLOC_STATS=maybe"] {
+        assert_eq!(err.matches(name).count(), 1, "one warning for {name}: {err}");
+    }
+}
+
+#[test]
+fn stats_and_verbose_print_on_stderr() {
+    let (_, err) = envcheck(&[("RESIZEALLOC_STATS", "1"), ("RESIZEALLOC_VERBOSE", "1")]);
+    assert!(err.contains("resizealloc: region=on"), "{err}");
+    assert!(err.contains("region allocations"), "{err}");
+}
+
+// ------------------------------------------------------------------------------ real programs
+
+/// Runs `argv` plainly and under the library in process mode; both must agree byte for byte.
+fn same_with_and_without(argv: &[&str], stdin: Option<&Path>, dir: Option<&Path>) {
+    let run = |preload: bool| {
+        let mut cmd = Command::new(argv[0]);
+        cmd.args(&argv[1..]);
+        if let Some(d) = dir {
+            cmd.current_dir(d);
+        }
+        if let Some(f) = stdin {
+            cmd.stdin(std::fs::File::open(f).unwrap());
+        }
+        cmd.env("GIT_AUTHOR_DATE", "2026-01-01T00:00:00Z").env("GIT_COMMITTER_DATE", "2026-01-01T00:00:00Z");
+        if preload {
+            cmd.env("LD_PRELOAD", library()).env("RESIZEALLOC_REGION", "process");
+        }
+        cmd.output().unwrap()
+    };
+    let plain = run(false);
+    let with = run(true);
+    assert_eq!(plain.status.code(), with.status.code(), "{argv:?}: exit codes differ; stderr:\n{}", text(&with.stderr));
+    assert!(plain.stdout == with.stdout, "{argv:?}: stdout differs ({} vs {} bytes)", plain.stdout.len(), with.stdout.len());
+    assert!(plain.stderr == with.stderr, "{argv:?}: stderr differs:\n{}\n---\n{}", text(&plain.stderr), text(&with.stderr));
+}
+
+fn python() -> String {
+    let out = Command::new("python3").args(["-c", "import sys; print(sys.executable)"]).output().unwrap();
+    text(&out.stdout).trim().to_string()
+}
+
+#[test]
+fn python_computation_is_identical() {
+    let script = work_dir().join("compute.py");
+    std::fs::write(
+        &script,
+        r#"
+import collections, hashlib, json, re, fractions, decimal
+data = [((i * 7919) % 10007, str(i) * (i % 7)) for i in range(60000)]
+counts = collections.Counter(s[:3] for _, s in data)
+tree = {}
+for k, s in data:
+    tree.setdefault(k % 97, []).append(s[::-1])
+blob = json.dumps(tree, sort_keys=True)
+print(hashlib.sha256(blob.encode()).hexdigest())
+print(sum(fractions.Fraction(1, k + 1) for k in range(300)))
+decimal.getcontext().prec = 200
+print(decimal.Decimal(2).sqrt())
+print(len(re.findall(r"(\d)\1", blob)), counts.most_common(3))
+print(sorted({k: len(v) for k, v in tree.items()}.items())[:5])
+"#,
+    )
+    .unwrap();
+    let py = python();
+    same_with_and_without(&[&py, script.to_str().unwrap()], None, None);
+}
+
+#[test]
+fn python_stdlib_tests_are_identical() {
+    // A runner that prints each test's outcome and no timings, so the output is byte-stable.
+    let runner = work_dir().join("run_tests.py");
+    std::fs::write(
+        &runner,
+        r#"
+import sys, unittest
+for name in sys.argv[1:]:
+    suite = unittest.defaultTestLoader.loadTestsFromName(name)
+    result = unittest.TestResult()
+    suite.run(result)
+    print(name, "run", result.testsRun, "failures", len(result.failures), "errors", len(result.errors), "skipped", len(result.skipped))
+    for test, _ in result.failures + result.errors:
+        print("  not ok", test.id())
+"#,
+    )
+    .unwrap();
+    let py = python();
+    let modules = ["test.test_json", "test.test_re", "test.test_collections", "test.test_heapq", "test.test_bisect", "test.test_struct", "test.test_string"];
+    let mut argv = vec![py.as_str(), runner.to_str().unwrap()];
+    argv.extend(modules);
+    same_with_and_without(&argv, None, None);
+}
+
+fn have(tool: &str) -> bool {
+    Command::new("sh").arg("-c").arg(format!("command -v {tool}")).output().map(|o| o.status.success()).unwrap_or(false)
+}
+
+#[test]
+fn sqlite3_workload_is_identical() {
+    assert!(have("sqlite3"), "sqlite3 missing: apt-get install sqlite3 (.ci/run does)");
+    let sql = work_dir().join("workload.sql");
+    std::fs::write(
+        &sql,
+        "CREATE TABLE t(a INTEGER, b TEXT);\n\
+         WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c WHERE x < 200000)\n\
+         INSERT INTO t SELECT x, printf('%08d-%s', x * 7919 % 100003, hex(x)) FROM c;\n\
+         CREATE INDEX tb ON t(b);\n\
+         SELECT count(*), sum(a), min(b), max(b) FROM t;\n\
+         SELECT substr(b, 1, 3) AS k, count(*), group_concat(a % 10, '') FROM t GROUP BY k ORDER BY k LIMIT 20;\n\
+         SELECT b FROM t ORDER BY b DESC LIMIT 5;\n",
+    )
+    .unwrap();
+    same_with_and_without(&["sqlite3", ":memory:"], Some(&sql), None);
+}
+
+fn big_text_file() -> PathBuf {
+    let f = work_dir().join("big.txt");
+    if !f.exists() {
+        let mut s = String::with_capacity(40 << 20);
+        let mut x: u64 = 88172645463325252;
+        for i in 0..600_000u64 {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            s.push_str(&format!("{:016x} line {} {}\n", x, i, "lorem ipsum dolor ".repeat((x % 5) as usize)));
+        }
+        std::fs::write(&f, s).unwrap();
+    }
+    f
+}
+
+#[test]
+fn xz_round_trip_is_identical() {
+    assert!(have("xz"), "xz missing: apt-get install xz-utils (.ci/run does)");
+    let f = big_text_file();
+    same_with_and_without(&["xz", "-6", "-T1", "-c"], Some(&f), None);
+    let packed = work_dir().join("big.txt.xz");
+    let out = Command::new("xz").args(["-6", "-T1", "-c"]).stdin(std::fs::File::open(&f).unwrap()).output().unwrap();
+    std::fs::write(&packed, out.stdout).unwrap();
+    same_with_and_without(&["xz", "-d", "-c"], Some(&packed), None);
+}
+
+#[test]
+fn sort_of_a_large_file_is_identical() {
+    let f = big_text_file();
+    same_with_and_without(&["sort", "-S", "16M", "--parallel=2", f.to_str().unwrap()], None, None);
+}
+
+#[test]
+fn git_is_identical() {
+    assert!(have("git"), "git missing");
+    let repo = work_dir().join("gitrepo");
+    let _ = std::fs::remove_dir_all(&repo);
+    std::fs::create_dir_all(&repo).unwrap();
+    let git = |args: &[&str]| {
+        let out = Command::new("git").args(args).current_dir(&repo).env("GIT_AUTHOR_DATE", "2026-01-01T00:00:00Z").env("GIT_COMMITTER_DATE", "2026-01-01T00:00:00Z").output().unwrap();
+        assert!(out.status.success(), "git {args:?}: {}", text(&out.stderr));
+    };
+    git(&["init", "-q", "-b", "main"]);
+    for i in 0..30 {
+        std::fs::write(repo.join(format!("f{}.txt", i % 7)), format!("{}\n", "content ".repeat(i * 50))).unwrap();
+        git(&["add", "-A"]);
+        git(&["-c", "user.name=t", "-c", "user.email=t@example.invalid", "commit", "-q", "-m", &format!("commit {i}")]);
+    }
+    same_with_and_without(&["git", "log", "--stat", "-p", "--no-color"], None, Some(&repo));
+    same_with_and_without(&["git", "fsck", "--full", "--no-progress"], None, Some(&repo));
+    same_with_and_without(&["git", "diff", "HEAD~20", "HEAD", "--no-color"], None, Some(&repo));
+}
