@@ -1,0 +1,20 @@
+#!/usr/bin/env bash
+# Installs what building and testing need on a fresh Debian machine (idempotent; root or sudo).
+#   C compiler for the test programs, the real programs the tests run (sqlite3, xz, git,
+#   python3), and mimalloc for the chaining test. Rust itself comes with the machine (rustup).
+set -euo pipefail
+need=()
+command -v cc >/dev/null || need+=(gcc libc6-dev)
+command -v sqlite3 >/dev/null || need+=(sqlite3)
+command -v xz >/dev/null || need+=(xz-utils)
+command -v git >/dev/null || need+=(git)
+command -v python3 >/dev/null || need+=(python3)
+[ -e /usr/lib/x86_64-linux-gnu/libmimalloc.so.2 ] || need+=(libmimalloc2.0)
+if [ ${#need[@]} -gt 0 ]; then
+  SUDO=""; [ "$(id -u)" -eq 0 ] || SUDO=sudo
+  echo "setup: installing ${need[*]}"
+  export DEBIAN_FRONTEND=noninteractive
+  $SUDO apt-get update -qq
+  $SUDO apt-get install -y -qq "${need[@]}" >/dev/null
+fi
+command -v cargo >/dev/null || { echo "setup: cargo not found (install Rust with rustup)"; exit 1; }
