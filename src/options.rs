@@ -61,7 +61,7 @@ pub const OPTIONS: &[OptionDesc] = &[
     OptionDesc {
         name: "RESIZEALLOC_VERBOSE",
         default: "0",
-        description: "`1`: print the options in force and arena events on stderr.",
+        description: "`1`: print the options in force on stderr at start.",
     },
 ];
 
@@ -292,6 +292,15 @@ mod tests {
         assert_eq!(parse_size(b"12Q"), None);
         assert_eq!(parse_size(b"99999999999999999999999"), None);
         assert_eq!(parse_size(b"99999999999T"), None);
+    }
+
+    #[test]
+    fn readme_table_lists_every_option_with_its_default() {
+        let readme = include_str!("../README.md");
+        for o in OPTIONS {
+            let row = format!("| `{}` | `{}` |", o.name, o.default);
+            assert!(readme.contains(&row), "README is missing the row for {}", o.name);
+        }
     }
 
     #[test]

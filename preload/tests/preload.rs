@@ -165,6 +165,53 @@ fn stats_and_verbose_print_on_stderr() {
     assert!(err.contains("region allocations"), "{err}");
 }
 
+#[test]
+fn c_api_from_python_ctypes() {
+    let script = work_dir().join("ctypes_api.py");
+    std::fs::write(
+        &script,
+        r#"
+import ctypes, sys
+lib = ctypes.CDLL(sys.argv[1])
+lib.resize_region_end.restype = ctypes.c_int
+lib.resize_region_depth.restype = ctypes.c_int
+lib.resize_version.restype = ctypes.c_char_p
+
+class Stats(ctypes.Structure):
+    _fields_ = [(n, ctypes.c_uint64) for n in (
+        "t_capacity", "t_committed", "t_high_water", "t_region_allocs", "t_overflow", "t_spilled", "t_resizes", "t_depth",
+        "p_capacity", "p_committed", "p_high_water", "p_region_allocs", "p_overflow", "p_spilled", "p_resizes",
+        "p_live", "p_orphaned", "p_denied", "p_reserved")]
+
+def stats():
+    s = Stats()
+    n = lib.resize_stats_get(ctypes.byref(s), ctypes.sizeof(s))
+    assert n == ctypes.sizeof(s), (n, ctypes.sizeof(s))
+    return s
+
+assert lib.resize_region_end() == -1
+before = stats().t_region_allocs
+for step in range(200):
+    lib.resize_region_begin()
+    assert lib.resize_region_depth() == 1
+    data = bytearray(1 << 20)
+    data[-1] = 1
+    del data
+    assert lib.resize_region_end() == 0
+s = stats()
+assert s.t_region_allocs >= before + 200, (before, s.t_region_allocs)
+assert s.t_high_water >= 1 << 20 and s.t_capacity >= s.t_high_water
+print("all ok", lib.resize_version().decode())
+"#,
+    )
+    .unwrap();
+    let lib = library();
+    let mut cmd = Command::new(python());
+    cmd.arg(&script).arg(&lib);
+    let out = preloaded(cmd, &[]);
+    assert_ok(&out, "ctypes_api.py");
+}
+
 // ------------------------------------------------------------------------------ real programs
 
 /// Runs `argv` plainly and under the library in process mode; both must agree byte for byte.
