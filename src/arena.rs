@@ -143,31 +143,37 @@ enum Stop {
 /// frees, stats reads, the orphan handshake).
 #[repr(C, align(64))]
 pub struct Arena {
-    // --- hot: every region allocation ---
+    // --- hot: every region allocation and owner free (one cache line) ---
     top: Cell<usize>,
     limit: Cell<usize>,
-    slot_base: usize,
-    local: *mut u64,
+    /// `local` biased so that `local_by_addr[addr >> GRANULE_SHIFT]` is the count of the granule
+    /// holding `addr` (saves a subtraction per allocation and free).
+    local_by_addr: *mut u64,
     min_alloc: usize,
     /// `max_alloc - min_alloc`: one unsigned compare checks both bounds.
     alloc_span: usize,
+    run_start: Cell<usize>,
+    /// Highest `top` seen in this outermost region (absolute address); the peak is
+    /// `peak_top - origin`.
+    peak_top: Cell<usize>,
+    data_start: usize,
+    // --- second line ---
+    /// Bytes of committed data; read by other threads as a sanity bound in `free`.
+    committed_bytes: OwnerCounter,
     region_allocs: OwnerCounter,
+    slot_base: usize,
+    local: *mut u64,
 
     // --- warm: slow path and region ends ---
-    run_start: Cell<usize>,
     run_end: Cell<usize>,
     run_id: Cell<u64>,
     cap_end: Cell<usize>,
     committed_end: Cell<usize>,
     /// Highest `run_end` ever: granules past it were never used.
     used_end: Cell<usize>,
-    data_start: usize,
     slot_end: usize,
     /// Where the current outermost region started bumping.
     origin: Cell<usize>,
-    /// Bytes this outermost region needed so far (`top - origin` at most), not counting
-    /// `spill_bytes`.
-    peak: Cell<usize>,
     /// Bytes of this region that had to be served by the next allocator.
     spill_bytes: Cell<usize>,
     /// Bytes this region jumped over (pinned granules and abandoned run tails).
@@ -183,7 +189,6 @@ pub struct Arena {
 
     // --- readable by any thread ---
     capacity_bytes: OwnerCounter,
-    committed_bytes: OwnerCounter,
     high_water: OwnerCounter,
     overflow_allocs: OwnerCounter,
     spilled_allocs: OwnerCounter,
@@ -248,21 +253,23 @@ impl Arena {
         let arena = Arena {
             top: Cell::new(data_start),
             limit: Cell::new(data_start),
-            slot_base,
-            local,
+            local_by_addr: local.wrapping_sub(slot_base >> GRANULE_SHIFT),
             min_alloc,
             alloc_span: max_alloc - min_alloc,
-            region_allocs: OwnerCounter::default(),
             run_start: Cell::new(data_start),
+            peak_top: Cell::new(data_start),
+            data_start,
+            committed_bytes: OwnerCounter::default(),
+            region_allocs: OwnerCounter::default(),
+            slot_base,
+            local,
             run_end: Cell::new(data_start),
             run_id: Cell::new(0),
             cap_end: Cell::new(data_start + committed),
             committed_end: Cell::new(data_start + committed),
             used_end: Cell::new(data_start),
-            data_start,
             slot_end,
             origin: Cell::new(data_start),
-            peak: Cell::new(0),
             spill_bytes: Cell::new(0),
             skipped: Cell::new(0),
             peaks: Default::default(),
@@ -273,7 +280,6 @@ impl Arena {
             checkpoints: Default::default(),
             checkpoint_depth: Cell::new(0),
             capacity_bytes: OwnerCounter::default(),
-            committed_bytes: OwnerCounter::default(),
             high_water: OwnerCounter::default(),
             overflow_allocs: OwnerCounter::default(),
             spilled_allocs: OwnerCounter::default(),
@@ -352,13 +358,14 @@ impl Arena {
         let hdr = (p - HEADER) as *mut Header;
         // SAFETY: caller's obligation.
         unsafe { hdr.write(Header { size, tag: TAG_LIVE ^ p }) };
-        let first = self.granule(p - HEADER);
-        let last = self.granule(p + size - 1);
+        let first = (p - HEADER) >> GRANULE_SHIFT;
+        let last = (p + size - 1) >> GRANULE_SHIFT;
         if first == last {
-            // SAFETY: `first` indexes a granule of this slot; the owner thread is the only writer.
-            unsafe { *self.local.add(first) += 1 };
+            // SAFETY: `first` is the absolute granule number of an address in this slot, which
+            // `local_by_addr` maps onto the slot's count table; the owner thread is the only writer.
+            unsafe { *self.local_by_addr.add(first) += 1 };
         } else {
-            self.count_span(first, last);
+            self.count_span(self.granule(p - HEADER), self.granule(p + size - 1));
         }
         self.region_allocs.add(1);
         debug_assert!(self.top.get() <= self.run_end.get(), "bump past the checked run");
@@ -469,6 +476,7 @@ impl Arena {
     fn wrap(&self) {
         self.start_run(self.data_start);
         self.origin.set(self.data_start);
+        self.peak_top.set(self.data_start);
         self.lap_progress.set(0);
     }
 
@@ -518,10 +526,15 @@ impl Arena {
 
     #[inline(always)]
     fn note_peak(&self) {
-        let used = self.top.get().saturating_sub(self.origin.get());
-        if used > self.peak.get() {
-            self.peak.set(used);
+        if self.top.get() > self.peak_top.get() {
+            self.peak_top.set(self.top.get());
         }
+    }
+
+    /// Bytes this outermost region has needed so far, spills not included.
+    fn peak_bytes(&self) -> usize {
+        self.note_peak();
+        self.peak_top.get().saturating_sub(self.origin.get())
     }
 
     fn set_capacity_end(&self, cap_end: usize) {
@@ -588,13 +601,14 @@ impl Arena {
         let size = unsafe { (*hdr).size };
         // SAFETY: as above; marks the block freed for double-free detection.
         unsafe { (*hdr).tag = TAG_FREED ^ p };
-        let first = self.granule(p - HEADER);
-        let last = self.granule(p + size - 1);
+        let first = (p - HEADER) >> GRANULE_SHIFT;
+        let last = (p + size - 1) >> GRANULE_SHIFT;
         if first == last {
-            // SAFETY: granule of this slot; owner thread only.
-            unsafe { *self.local.add(first) -= 1 };
+            // SAFETY: absolute granule number of an address in this slot (see commit_block);
+            // owner thread only.
+            unsafe { *self.local_by_addr.add(first) -= 1 };
         } else {
-            self.uncount_span(first, last);
+            self.uncount_span(self.granule(p - HEADER), self.granule(p + size - 1));
         }
         // LIFO: the most recent block of the current run gives its memory back at once.
         let hdr = hdr as usize;
@@ -737,8 +751,7 @@ impl Arena {
     /// * unless the room left before the capacity end is smaller than the last peak: then back
     ///   to the start, skipping pinned granules (a lap, as in a ring buffer).
     pub fn reset(&self) {
-        self.note_peak();
-        let peak = self.peak.get().saturating_add(self.spill_bytes.get());
+        let peak = self.peak_bytes().saturating_add(self.spill_bytes.get());
         self.high_water.set(peak as u64);
         let slot = self.peaks_seen.get() % PEAK_HISTORY;
         self.peaks[slot].set(peak);
@@ -779,11 +792,11 @@ impl Arena {
             self.run_start.set(resume);
             self.run_end.set(resume);
             self.top.set(resume);
-            self.limit.set(resume);
+            self.limit.set(resume.min(self.cap_end.get()));
         }
         self.origin.set(resume);
+        self.peak_top.set(resume);
         self.skipped.set(0);
-        self.peak.set(0);
         self.spill_bytes.set(0);
         self.checkpoint_depth.set(0);
     }
@@ -906,8 +919,7 @@ impl Arena {
 
     /// Bytes the current outermost region has used so far (the running high-water mark).
     pub fn current_peak(&self) -> usize {
-        self.note_peak();
-        self.peak.get().saturating_add(self.spill_bytes.get())
+        self.peak_bytes().saturating_add(self.spill_bytes.get())
     }
 
     /// Checks the structural invariants documented on [`Arena`]; returns the first violation.
