@@ -25,8 +25,9 @@
 //! Slots are aligned to their size, so the arena of any pointer is `p & !(slot_size - 1)`.
 //!
 //! # Block layout
-//! Every block has a 16-byte [`Header`] right before it holding its size and a tag that tells a
-//! live block from a freed one (double-free detection). The counted span of a block is
+//! Every block has a 16-byte header right before it. Its first word holds the requested size
+//! (low 48 bits) and a state tag (high 16 bits) that tells a live block from a freed one, for
+//! double-free detection; one store writes it, one load checks it. The counted span of a block is
 //! `[header, block + size)`. Blocks are 16-byte aligned, and the bump pointer stays 16-byte aligned.
 
 use core::cell::Cell;
@@ -49,17 +50,12 @@ pub const PEAK_HISTORY: usize = 8;
 /// Nested regions deeper than this still work but do not restore their checkpoint.
 pub const MAX_CHECKPOINTS: usize = 32;
 
-const TAG_LIVE: usize = 0x5EA1_A110_C0DE_0001;
-const TAG_FREED: usize = 0xF4EE_DF4E_EDF4_EE02;
-
-/// The 16 bytes in front of every arena block.
-#[repr(C)]
-pub struct Header {
-    /// Requested size in bytes (at least 1).
-    pub size: usize,
-    /// `TAG_LIVE ^ block` while allocated, `TAG_FREED ^ block` once freed.
-    tag: usize,
-}
+/// Header word layout: size in the low bits, state tag in the top 16 bits. Sizes fit: no
+/// arena is larger than 64 GiB.
+const SIZE_BITS: u32 = 48;
+const SIZE_MASK: usize = (1 << SIZE_BITS) - 1;
+const TAG_LIVE: usize = 0xA110;
+const TAG_FREED: usize = 0xF4EE;
 
 /// How one arena behaves; fixed when the arena is created.
 #[derive(Clone, Copy, Debug)]
@@ -165,6 +161,9 @@ pub struct Arena {
     local: *mut u64,
 
     // --- warm: slow path and region ends ---
+    /// The size bounds the user asked for (`alloc_span` is also clamped to the slot).
+    user_min_alloc: usize,
+    user_max_alloc: usize,
     run_end: Cell<usize>,
     run_id: Cell<u64>,
     cap_end: Cell<usize>,
@@ -249,7 +248,9 @@ impl Arena {
         // SAFETY: `local` and `remote` lie within the metadata just committed (see metadata_bytes).
         let remote = unsafe { local.add(granules) } as *const AtomicU64;
         let min_alloc = cfg.min_alloc.max(1);
-        let max_alloc = cfg.max_alloc.max(min_alloc);
+        let user_max_alloc = cfg.max_alloc.max(min_alloc);
+        // The fast path's bound is also the slot's room, which rules out address wrap-around.
+        let max_alloc = user_max_alloc.min(data_room).max(min_alloc);
         let arena = Arena {
             top: Cell::new(data_start),
             limit: Cell::new(data_start),
@@ -263,6 +264,8 @@ impl Arena {
             region_allocs: OwnerCounter::default(),
             slot_base,
             local,
+            user_min_alloc: min_alloc,
+            user_max_alloc,
             run_end: Cell::new(data_start),
             run_id: Cell::new(0),
             cap_end: Cell::new(data_start + committed),
@@ -338,8 +341,9 @@ impl Arena {
         let align = if align < MIN_ALIGN { MIN_ALIGN } else { align };
         let p = self.top.get().wrapping_add(HEADER + align - 1) & !(align - 1);
         let end = p.wrapping_add(size);
-        // `size - min_alloc > span` also catches huge sizes; `end < p` catches wrap-around.
-        if end > self.limit.get() || end < p || size.wrapping_sub(self.min_alloc) > self.alloc_span {
+        // The size bound is at most the slot's room, so `end` cannot wrap when it passes; an
+        // alignment beyond the slot makes `p` itself exceed the limit.
+        if size.wrapping_sub(self.min_alloc) > self.alloc_span || end > self.limit.get() {
             return self.alloc_slow(size, align);
         }
         self.top.set(align_up(end, MIN_ALIGN));
@@ -355,15 +359,14 @@ impl Arena {
     /// `[p - HEADER, p + size)` is committed, unused memory of this arena's current run.
     #[inline(always)]
     unsafe fn commit_block(&self, p: usize, size: usize) {
-        let hdr = (p - HEADER) as *mut Header;
+        let hdr = p - HEADER;
         // SAFETY: caller's obligation.
-        unsafe { hdr.write(Header { size, tag: TAG_LIVE ^ p }) };
-        let first = (p - HEADER) >> GRANULE_SHIFT;
-        let last = (p + size - 1) >> GRANULE_SHIFT;
-        if first == last {
-            // SAFETY: `first` is the absolute granule number of an address in this slot, which
-            // `local_by_addr` maps onto the slot's count table; the owner thread is the only writer.
-            unsafe { *self.local_by_addr.add(first) += 1 };
+        unsafe { (hdr as *mut usize).write(size | TAG_LIVE << SIZE_BITS) };
+        let last_byte = p + size - 1;
+        if (hdr ^ last_byte) >> GRANULE_SHIFT == 0 {
+            // SAFETY: `hdr >> GRANULE_SHIFT` is the absolute granule number of an address in this
+            // slot, which `local_by_addr` maps onto the slot's count table; owner thread only.
+            unsafe { *self.local_by_addr.add(hdr >> GRANULE_SHIFT) += 1 };
         } else {
             self.count_span(self.granule(p - HEADER), self.granule(p + size - 1));
         }
@@ -383,8 +386,8 @@ impl Arena {
     #[cold]
     #[inline(never)]
     fn alloc_slow(&self, size: usize, align: usize) -> *mut u8 {
-        if size.wrapping_sub(self.min_alloc) > self.alloc_span || size == 0 {
-            return ptr::null_mut(); // out of bounds for the arena: not an overflow
+        if size < self.user_min_alloc || size > self.user_max_alloc || size == 0 {
+            return ptr::null_mut(); // the user's size bounds send it elsewhere: not an overflow
         }
         if align > self.slot_end - self.data_start || size > self.slot_end - self.data_start {
             // No slot can ever hold it: the next allocator's job, and not a size to plan for.
@@ -548,29 +551,31 @@ impl Arena {
 
     // ---------------------------------------------------------------- free and realloc
 
-    /// Reads and validates the header of `p`, aborting like glibc on a double or invalid free.
+    /// Reads and validates the header word of `p`, aborting like glibc on a double or invalid
+    /// free. Returns the header's address and the block's size.
     ///
     /// # Safety
     /// `p` lies in committed memory of this arena's slot at least `HEADER` bytes past `data_start`.
     #[inline(always)]
-    unsafe fn header_of(&self, p: usize) -> *mut Header {
-        let hdr = (p - HEADER) as *mut Header;
+    unsafe fn header_of(&self, p: usize) -> (*mut usize, usize) {
+        let hdr = (p - HEADER) as *mut usize;
         // SAFETY: caller's obligation: the header bytes are committed memory of our slot.
-        let tag = unsafe { (*hdr).tag };
-        if tag != TAG_LIVE ^ p {
-            bad_free(tag == TAG_FREED ^ p);
+        let word = unsafe { *hdr };
+        if word >> SIZE_BITS != TAG_LIVE {
+            bad_free(word >> SIZE_BITS == TAG_FREED);
         }
-        hdr
+        (hdr, word & SIZE_MASK)
     }
 
-    /// Checks that `p` can be a block of this arena before its header is read: aligned, and
-    /// inside committed data. A live block is always committed (shrinking never decommits a
-    /// granule with a live count), so this rejects wild pointers instead of faulting on them.
+    /// Checks that `p` can be a block of this arena before its header is read: 16-byte aligned
+    /// and inside committed data, in one compare (a misaligned offset rotates into the high
+    /// bits). A live block is always committed (shrinking never decommits a granule with a live
+    /// count), so this rejects wild pointers instead of faulting on them.
     #[inline(always)]
     fn plausible(&self, p: usize) -> bool {
-        p % MIN_ALIGN == 0
-            && p >= self.data_start + HEADER
-            && ((p - self.data_start) as u64) < self.committed_bytes.get()
+        let offset = p.wrapping_sub(self.data_start + HEADER);
+        let room = (self.committed_bytes.get() as usize).saturating_sub(HEADER);
+        offset.rotate_right(MIN_ALIGN.trailing_zeros()) < room >> MIN_ALIGN.trailing_zeros()
     }
 
     /// Usable size of the live block `p`.
@@ -579,9 +584,8 @@ impl Arena {
     /// `p` was returned by `alloc` of this arena and not freed.
     pub unsafe fn usable_size(&self, p: *mut u8) -> usize {
         // SAFETY: caller's obligation.
-        let hdr = unsafe { self.header_of(p as usize) };
-        // SAFETY: validated header of a live block.
-        align_up(unsafe { (*hdr).size }, MIN_ALIGN)
+        let (_, size) = unsafe { self.header_of(p as usize) };
+        align_up(size, MIN_ALIGN)
     }
 
     /// Frees a block on the owner thread.
@@ -596,22 +600,18 @@ impl Arena {
             bad_free(false);
         }
         // SAFETY: `p` is in our slot (plausible), so its header is readable.
-        let hdr = unsafe { self.header_of(p) };
-        // SAFETY: validated live header.
-        let size = unsafe { (*hdr).size };
+        let (hdr, size) = unsafe { self.header_of(p) };
         // SAFETY: as above; marks the block freed for double-free detection.
-        unsafe { (*hdr).tag = TAG_FREED ^ p };
-        let first = (p - HEADER) >> GRANULE_SHIFT;
-        let last = (p + size - 1) >> GRANULE_SHIFT;
-        if first == last {
+        unsafe { *hdr = size | TAG_FREED << SIZE_BITS };
+        let hdr = hdr as usize;
+        if (hdr ^ (p + size - 1)) >> GRANULE_SHIFT == 0 {
             // SAFETY: absolute granule number of an address in this slot (see commit_block);
             // owner thread only.
-            unsafe { *self.local_by_addr.add(first) -= 1 };
+            unsafe { *self.local_by_addr.add(hdr >> GRANULE_SHIFT) -= 1 };
         } else {
             self.uncount_span(self.granule(p - HEADER), self.granule(p + size - 1));
         }
         // LIFO: the most recent block of the current run gives its memory back at once.
-        let hdr = hdr as usize;
         if align_up(p + size, MIN_ALIGN) == self.top.get() && hdr >= self.run_start.get() {
             self.note_peak();
             self.top.set(hdr);
@@ -638,11 +638,9 @@ impl Arena {
             bad_free(false);
         }
         // SAFETY: `p` is in our slot, so its header is readable.
-        let hdr = unsafe { self.header_of(p) };
+        let (hdr, size) = unsafe { self.header_of(p) };
         // SAFETY: validated live header; only this thread frees this block.
-        let size = unsafe { (*hdr).size };
-        // SAFETY: as above.
-        unsafe { (*hdr).tag = TAG_FREED ^ p };
+        unsafe { *hdr = size | TAG_FREED << SIZE_BITS };
         let first = self.granule(p - HEADER);
         let last = self.granule(p + size - 1);
         for g in first..=last {
@@ -664,9 +662,7 @@ impl Arena {
     pub unsafe fn try_resize_in_place(&self, p: *mut u8, new_size: usize) -> bool {
         let p = p as usize;
         // SAFETY: caller's obligation.
-        let hdr = unsafe { self.header_of(p) };
-        // SAFETY: validated header.
-        let old_size = unsafe { (*hdr).size };
+        let (hdr, old_size) = unsafe { self.header_of(p) };
         if new_size == 0 || new_size.wrapping_sub(self.min_alloc) > self.alloc_span {
             return false;
         }
@@ -676,7 +672,7 @@ impl Arena {
                 return false;
             }
             // SAFETY: validated header.
-            unsafe { (*hdr).size = new_size };
+            unsafe { *hdr = new_size | TAG_LIVE << SIZE_BITS };
             return true;
         }
         let is_last = align_up(p + old_size, MIN_ALIGN) == self.top.get() && hdr as usize >= self.run_start.get();
@@ -694,7 +690,7 @@ impl Arena {
             self.count_span(old_last + 1, new_last);
         }
         // SAFETY: validated header.
-        unsafe { (*hdr).size = new_size };
+        unsafe { *hdr = new_size | TAG_LIVE << SIZE_BITS };
         self.top.set(new_top);
         true
     }
