@@ -5,4 +5,6 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
 cargo build --workspace --all-targets
+# The core crate once more with the full arena walk after every operation.
+cargo test -p resizealloc --features check-invariants --tests
 cargo test --workspace

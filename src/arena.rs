@@ -371,7 +371,7 @@ impl Arena {
             self.count_span(self.granule(p - HEADER), self.granule(p + size - 1));
         }
         self.region_allocs.add(1);
-        debug_assert!(self.top.get() <= self.run_end.get(), "bump past the checked run");
+        self.debug_check();
     }
 
     #[cold]
@@ -616,6 +616,7 @@ impl Arena {
             self.note_peak();
             self.top.set(hdr);
         }
+        self.debug_check();
     }
 
     #[cold]
@@ -708,6 +709,7 @@ impl Arena {
             // `run_end` is granule aligned and `top <= run_end`, so this stays within the run.
             self.top.set(align_up(self.top.get(), GRANULE));
         }
+        self.debug_check();
     }
 
     /// A nested region ends: if everything it allocated was freed, the bump pointer goes back to
@@ -736,6 +738,7 @@ impl Arena {
             addr += GRANULE;
         }
         self.top.set(cp.top);
+        self.debug_check();
     }
 
     /// The outermost region ended: record the peak, resize to it (growing at once, shrinking with
@@ -795,6 +798,7 @@ impl Arena {
         self.skipped.set(0);
         self.spill_bytes.set(0);
         self.checkpoint_depth.set(0);
+        self.debug_check();
     }
 
     /// Where the next region may start: `data_start` when no block up to `top` is live,
@@ -913,6 +917,15 @@ impl Arena {
         self.live(self.granule(addr))
     }
 
+    /// Calls `f(granule_start, live_count)` for every granule that was ever in a run (tests).
+    pub fn for_each_granule(&self, mut f: impl FnMut(usize, u64)) {
+        let mut addr = self.data_start;
+        while addr < self.used_end.get() {
+            f(addr, self.live(self.granule(addr)));
+            addr += GRANULE;
+        }
+    }
+
     /// Bytes the current outermost region has used so far (the running high-water mark).
     pub fn current_peak(&self) -> usize {
         self.peak_bytes().saturating_add(self.spill_bytes.get())
@@ -922,19 +935,8 @@ impl Arena {
     /// Cost is linear in the current run, so tests call it after every operation while debug
     /// builds check the O(1) part on every allocation.
     pub fn check_invariants(&self) -> Result<(), &'static str> {
-        let (top, run_start, run_end) = (self.top.get(), self.run_start.get(), self.run_end.get());
-        if !(self.data_start <= run_start && run_start <= top && top <= run_end) {
-            return Err("bump pointer outside its run");
-        }
-        if run_end > self.committed_end.get() || self.committed_end.get() > self.slot_end {
-            return Err("run or commit past the slot");
-        }
-        if top % MIN_ALIGN != 0 || run_end % GRANULE != 0 || self.cap_end.get() % GRANULE != 0 {
-            return Err("misaligned bump pointer or boundary");
-        }
-        if self.limit.get() != run_end.min(self.cap_end.get()) {
-            return Err("fast-path limit out of date");
-        }
+        self.check_bump()?;
+        let (top, run_end) = (self.top.get(), self.run_end.get());
         let mut addr = align_up(top, GRANULE);
         while addr < run_end {
             if self.live(self.granule(addr)) != 0 {
@@ -949,6 +951,52 @@ impl Arena {
         }
         Ok(())
     }
+
+    /// The O(1) part of [`Arena::check_invariants`]: bounds, alignment, the fast-path limit, and
+    /// the granule the bump pointer enters next.
+    pub fn check_bump(&self) -> Result<(), &'static str> {
+        let (top, run_start, run_end) = (self.top.get(), self.run_start.get(), self.run_end.get());
+        if !(self.data_start <= run_start && run_start <= top && top <= run_end) {
+            return Err("bump pointer outside its run");
+        }
+        if run_end > self.committed_end.get() || self.committed_end.get() > self.slot_end {
+            return Err("run or commit past the slot");
+        }
+        if top % MIN_ALIGN != 0 || run_end % GRANULE != 0 || self.cap_end.get() % GRANULE != 0 {
+            return Err("misaligned bump pointer or boundary");
+        }
+        if self.limit.get() != run_end.min(self.cap_end.get()) {
+            return Err("fast-path limit out of date");
+        }
+        let next = align_up(top, GRANULE);
+        if next < run_end && self.live(self.granule(next)) != 0 {
+            return Err("live block ahead of the bump pointer");
+        }
+        Ok(())
+    }
+
+    /// Runs after every arena operation: the O(1) checks in debug builds, the full walk with the
+    /// `check-invariants` feature (the test script turns it on), nothing in release builds.
+    #[inline(always)]
+    fn debug_check(&self) {
+        if cfg!(feature = "check-invariants") {
+            if let Err(e) = self.check_invariants() {
+                invariant_broken(e);
+            }
+        } else if cfg!(debug_assertions) {
+            if let Err(e) = self.check_bump() {
+                invariant_broken(e);
+            }
+        }
+    }
+}
+
+#[cold]
+#[inline(never)]
+fn invariant_broken(what: &str) -> ! {
+    os::write_stderr(b"resizealloc: arena invariant broken: ");
+    os::write_stderr(what.as_bytes());
+    os::fatal(b"\n")
 }
 
 /// The resize policy, kept free of state so it can be tested on its own.

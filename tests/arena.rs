@@ -250,3 +250,118 @@ fn process_mode_arena_recycles_freed_granules_without_a_region_end() {
         free(a, p);
     }
 }
+
+// ------------------------------------------------------------------------------ property test
+
+mod model {
+    use super::*;
+    use proptest::prelude::*;
+    use std::collections::BTreeMap;
+
+    #[derive(Clone, Debug)]
+    enum Op {
+        Alloc { size: usize, align_shift: u8 },
+        Free(usize),
+        FreeRemote(usize),
+        Grow { index: usize, size: usize },
+        Push,
+        Pop,
+        Reset,
+    }
+
+    fn op() -> impl Strategy<Value = Op> {
+        prop_oneof![
+            6 => (1usize..40_000, 0u8..12).prop_map(|(size, align_shift)| Op::Alloc { size, align_shift }),
+            4 => any::<usize>().prop_map(Op::Free),
+            1 => any::<usize>().prop_map(Op::FreeRemote),
+            2 => (any::<usize>(), 1usize..60_000).prop_map(|(index, size)| Op::Grow { index, size }),
+            1 => Just(Op::Push),
+            1 => Just(Op::Pop),
+            1 => Just(Op::Reset),
+        ]
+    }
+
+    struct Block {
+        ptr: *mut u8,
+        size: usize,
+        fill: u8,
+    }
+
+    /// Exact model check: no overlap, contents intact, every granule's live count equals the
+    /// number of live blocks (header included) touching it, and the arena's own invariants.
+    fn check(a: &Arena, live: &[Block]) {
+        let mut spans: Vec<(usize, usize)> = live.iter().map(|b| (b.ptr as usize - HEADER, b.ptr as usize + b.size)).collect();
+        spans.sort();
+        for w in spans.windows(2) {
+            assert!(w[0].1 <= w[1].0, "live blocks overlap: {:x?} {:x?}", w[0], w[1]);
+        }
+        let mut expected: BTreeMap<usize, u64> = BTreeMap::new();
+        for b in live {
+            // SAFETY: a live block of `size` bytes.
+            let s = unsafe { std::slice::from_raw_parts(b.ptr, b.size) };
+            assert!(s.iter().all(|&x| x == b.fill), "block contents changed");
+            let first = (b.ptr as usize - HEADER) / GRANULE;
+            let last = (b.ptr as usize + b.size - 1) / GRANULE;
+            for g in first..=last {
+                *expected.entry(g * GRANULE).or_default() += 1;
+            }
+        }
+        a.for_each_granule(|start, count| {
+            assert_eq!(count, expected.get(&start).copied().unwrap_or(0), "granule {start:#x} count");
+        });
+        a.check_invariants().unwrap();
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig { cases: 128, ..ProptestConfig::default() })]
+        #[test]
+        fn arena_matches_a_shadow_model(ops in proptest::collection::vec(op(), 1..400), recycle in any::<bool>()) {
+            let a = arena(ArenaConfig { initial_capacity: GRANULE, recycle, ..Default::default() });
+            let mut live: Vec<Block> = Vec::new();
+            let mut fill = 0u8;
+            for op in ops {
+                match op {
+                    Op::Alloc { size, align_shift } => {
+                        let p = alloc(a, size, 1 << align_shift);
+                        prop_assert!(!p.is_null());
+                        prop_assert_eq!(p as usize % (1usize << align_shift).max(16), 0);
+                        fill = fill.wrapping_add(1);
+                        // SAFETY: fresh block.
+                        unsafe { p.write_bytes(fill, size) };
+                        live.push(Block { ptr: p, size, fill });
+                    }
+                    Op::Free(i) if !live.is_empty() => {
+                        let b = live.swap_remove(i % live.len());
+                        free(a, b.ptr);
+                    }
+                    Op::FreeRemote(i) if !live.is_empty() => {
+                        let b = live.swap_remove(i % live.len());
+                        // SAFETY: a live block of `a`, freed once; the arena is not orphaned.
+                        let released = unsafe { a.free_remote(b.ptr) };
+                        prop_assert!(!released);
+                    }
+                    Op::Grow { index, size } if !live.is_empty() => {
+                        let i = index % live.len();
+                        let b = &mut live[i];
+                        // SAFETY: owner thread, live block.
+                        if unsafe { a.try_resize_in_place(b.ptr, size) } {
+                            // SAFETY: the block now has `size` bytes; keep the fill uniform.
+                            unsafe { b.ptr.write_bytes(b.fill, size) };
+                            b.size = size;
+                        }
+                    }
+                    Op::Push => a.push_checkpoint(),
+                    Op::Pop => a.pop_checkpoint(),
+                    Op::Reset => a.reset(),
+                    _ => {}
+                }
+                check(a, &live);
+            }
+            for b in live {
+                free(a, b.ptr);
+            }
+            a.reset();
+            a.for_each_granule(|start, count| assert_eq!(count, 0, "granule {start:#x} still counted"));
+        }
+    }
+}
