@@ -154,9 +154,13 @@ pub struct Arena {
     peak_top: Cell<usize>,
     data_start: usize,
     // --- second line ---
-    /// Bytes of committed data; read by other threads as a sanity bound in `free`.
+    /// `(committed bytes - HEADER) / 16`: how many 16-byte positions a block can start at;
+    /// read by any thread as the sanity bound of `free` (see `plausible`).
+    plausible_slots: AtomicUsize,
     committed_bytes: OwnerCounter,
     region_allocs: OwnerCounter,
+    /// Blocks freed by the owner; with `remote_blocks`, tells how many blocks are live.
+    local_frees: OwnerCounter,
     slot_base: usize,
     local: *mut u64,
 
@@ -196,6 +200,8 @@ pub struct Arena {
     // --- written by other threads ---
     remote: *const AtomicU64,
     remote_total: AtomicU64,
+    /// Blocks freed by other threads.
+    remote_blocks: AtomicU64,
     local_total_final: AtomicU64,
     orphaned: AtomicBool,
     released: AtomicBool,
@@ -240,6 +246,11 @@ impl Arena {
         if !unsafe { os::commit(slot_base, meta) } {
             return None;
         }
+        // Large arenas touch many pages per region: ask for transparent huge pages where the
+        // kernel has them in `madvise` mode (fewer TLB misses and page faults). Only 2 MiB
+        // stretches that are fully committed ever get one, so small arenas are unaffected.
+        // SAFETY: the data range is ours (obligation 1); the advice changes no contents.
+        unsafe { os::advise_huge_pages(data_start, slot_end - data_start) };
         // SAFETY: as above. If committing the first capacity fails, start with none: the first
         // allocation then commits what it needs or spills.
         let committed = if unsafe { os::commit(data_start, capacity) } { capacity } else { 0 };
@@ -260,8 +271,10 @@ impl Arena {
             run_start: Cell::new(data_start),
             peak_top: Cell::new(data_start),
             data_start,
+            plausible_slots: AtomicUsize::new(0),
             committed_bytes: OwnerCounter::default(),
             region_allocs: OwnerCounter::default(),
+            local_frees: OwnerCounter::default(),
             slot_base,
             local,
             user_min_alloc: min_alloc,
@@ -289,13 +302,14 @@ impl Arena {
             resizes: OwnerCounter::default(),
             remote,
             remote_total: AtomicU64::new(0),
+            remote_blocks: AtomicU64::new(0),
             local_total_final: AtomicU64::new(0),
             orphaned: AtomicBool::new(false),
             released: AtomicBool::new(false),
             slot_index: AtomicUsize::new(0),
         };
         arena.capacity_bytes.set(committed as u64);
-        arena.committed_bytes.set(committed as u64);
+        arena.set_committed_end(data_start + committed);
         let at = slot_base as *mut Arena;
         // SAFETY: the slot start is committed, 64-byte aligned (slot aligned) and unused (obligation 1).
         unsafe { at.write(arena) };
@@ -337,19 +351,45 @@ impl Arena {
     /// Called by the owner thread. `size >= 1`, `align` a power of two.
     #[inline(always)]
     pub unsafe fn alloc(&self, size: usize, align: usize) -> *mut u8 {
+        // SAFETY: forwarded obligations.
+        let p = unsafe { self.try_alloc_fast(size, align) };
+        if !p.is_null() {
+            return p;
+        }
+        self.alloc_slow(size, align.max(MIN_ALIGN))
+    }
+
+    /// The fast path alone: a block from the checked run that lies within one granule, or null
+    /// when the caller must take [`Arena::alloc_slow`]. Calls nothing, so a caller that inlines
+    /// it needs no stack frame.
+    ///
+    /// # Safety
+    /// As [`Arena::alloc`].
+    #[inline(always)]
+    pub unsafe fn try_alloc_fast(&self, size: usize, align: usize) -> *mut u8 {
         debug_assert!(size >= 1 && align.is_power_of_two());
         let align = if align < MIN_ALIGN { MIN_ALIGN } else { align };
         let p = self.top.get().wrapping_add(HEADER + align - 1) & !(align - 1);
         let end = p.wrapping_add(size);
+        let hdr = p.wrapping_sub(HEADER);
         // The size bound is at most the slot's room, so `end` cannot wrap when it passes; an
-        // alignment beyond the slot makes `p` itself exceed the limit.
-        if size.wrapping_sub(self.min_alloc) > self.alloc_span || end > self.limit.get() {
-            return self.alloc_slow(size, align);
+        // alignment beyond the slot makes `p` itself exceed the limit. Blocks that cross a
+        // granule boundary (several counts to bump) take the slow path.
+        if size.wrapping_sub(self.min_alloc) > self.alloc_span
+            || end > self.limit.get()
+            || (hdr ^ (end - 1)) >> GRANULE_SHIFT != 0
+        {
+            return ptr::null_mut();
         }
         self.top.set(align_up(end, MIN_ALIGN));
-        // SAFETY: `[p - HEADER, end)` lies in `[top, limit)`, which the invariants say is
-        // committed and unused.
-        unsafe { self.commit_block(p, size) };
+        // SAFETY: `[hdr, end)` lies in `[top, limit)`, which the invariants say is committed and
+        // unused.
+        unsafe { (hdr as *mut usize).write(size | TAG_LIVE << SIZE_BITS) };
+        // SAFETY: `hdr >> GRANULE_SHIFT` is the absolute granule number of an address in this
+        // slot, which `local_by_addr` maps onto the slot's count table; owner thread only.
+        unsafe { *self.local_by_addr.add(hdr >> GRANULE_SHIFT) += 1 };
+        self.region_allocs.add(1);
+        self.debug_check();
         p as *mut u8
     }
 
@@ -383,9 +423,11 @@ impl Arena {
         }
     }
 
+    /// Everything the fast path does not do: blocks that span granules, extending or starting
+    /// runs, overflow, spills, and the size bounds. `align` is at least `MIN_ALIGN`.
     #[cold]
     #[inline(never)]
-    fn alloc_slow(&self, size: usize, align: usize) -> *mut u8 {
+    pub fn alloc_slow(&self, size: usize, align: usize) -> *mut u8 {
         if size < self.user_min_alloc || size > self.user_max_alloc || size == 0 {
             return ptr::null_mut(); // the user's size bounds send it elsewhere: not an overflow
         }
@@ -510,8 +552,7 @@ impl Arena {
         for target in [want, exact] {
             // SAFETY: `[committed_end, target)` is granule aligned and inside our slot.
             if unsafe { os::commit(committed_end, target - committed_end) } {
-                self.committed_end.set(target);
-                self.committed_bytes.set((target - self.data_start) as u64);
+                self.set_committed_end(target);
                 return true;
             }
         }
@@ -574,8 +615,15 @@ impl Arena {
     #[inline(always)]
     fn plausible(&self, p: usize) -> bool {
         let offset = p.wrapping_sub(self.data_start + HEADER);
-        let room = (self.committed_bytes.get() as usize).saturating_sub(HEADER);
-        offset.rotate_right(MIN_ALIGN.trailing_zeros()) < room >> MIN_ALIGN.trailing_zeros()
+        offset.rotate_right(MIN_ALIGN.trailing_zeros()) < self.plausible_slots.load(Ordering::Relaxed)
+    }
+
+    /// Keeps `committed_end`, the `committed_bytes` figure and `plausible_slots` in step.
+    fn set_committed_end(&self, end: usize) {
+        self.committed_end.set(end);
+        let bytes = end - self.data_start;
+        self.committed_bytes.set(bytes as u64);
+        self.plausible_slots.store(bytes.saturating_sub(HEADER) >> MIN_ALIGN.trailing_zeros(), Ordering::Relaxed);
     }
 
     /// Usable size of the live block `p`.
@@ -595,6 +643,54 @@ impl Arena {
     /// detected and aborts).
     #[inline(always)]
     pub unsafe fn free_local(&self, p: *mut u8) {
+        // SAFETY: forwarded obligations.
+        if !unsafe { self.try_free_local_fast(p) } {
+            // SAFETY: forwarded obligations.
+            unsafe { self.free_local_slow(p) };
+        }
+    }
+
+    /// The fast path alone: frees a valid block that lies within one granule and returns true;
+    /// returns false, having changed nothing, for anything else. Calls nothing.
+    ///
+    /// # Safety
+    /// As [`Arena::free_local`].
+    #[inline(always)]
+    pub unsafe fn try_free_local_fast(&self, p: *mut u8) -> bool {
+        let p = p as usize;
+        if !self.plausible(p) {
+            return false;
+        }
+        let hdr = p - HEADER;
+        // SAFETY: `p` is in our committed data (plausible), so its header is readable.
+        let word = unsafe { *(hdr as *const usize) };
+        let size = word & SIZE_MASK;
+        if word >> SIZE_BITS != TAG_LIVE || (hdr ^ (p + size - 1)) >> GRANULE_SHIFT != 0 {
+            return false;
+        }
+        // SAFETY: a validated live header; flips its tag to freed for double-free detection.
+        unsafe { *(hdr as *mut usize) = word ^ (TAG_LIVE ^ TAG_FREED) << SIZE_BITS };
+        // SAFETY: absolute granule number of an address in this slot; owner thread only.
+        unsafe { *self.local_by_addr.add(hdr >> GRANULE_SHIFT) -= 1 };
+        self.local_frees.add(1);
+        self.lifo_release(hdr, p + size);
+        self.debug_check();
+        true
+    }
+
+    /// LIFO: when the block `[hdr, end)` is the most recent one of the current run, its memory
+    /// goes back to the bump pointer at once.
+    #[inline(always)]
+    fn lifo_release(&self, hdr: usize, end: usize) {
+        if align_up(end, MIN_ALIGN) == self.top.get() && hdr >= self.run_start.get() {
+            self.note_peak();
+            self.top.set(hdr);
+        }
+    }
+
+    #[cold]
+    #[inline(never)]
+    unsafe fn free_local_slow(&self, p: *mut u8) {
         let p = p as usize;
         if !self.plausible(p) {
             bad_free(false);
@@ -604,18 +700,9 @@ impl Arena {
         // SAFETY: as above; marks the block freed for double-free detection.
         unsafe { *hdr = size | TAG_FREED << SIZE_BITS };
         let hdr = hdr as usize;
-        if (hdr ^ (p + size - 1)) >> GRANULE_SHIFT == 0 {
-            // SAFETY: absolute granule number of an address in this slot (see commit_block);
-            // owner thread only.
-            unsafe { *self.local_by_addr.add(hdr >> GRANULE_SHIFT) -= 1 };
-        } else {
-            self.uncount_span(self.granule(p - HEADER), self.granule(p + size - 1));
-        }
-        // LIFO: the most recent block of the current run gives its memory back at once.
-        if align_up(p + size, MIN_ALIGN) == self.top.get() && hdr >= self.run_start.get() {
-            self.note_peak();
-            self.top.set(hdr);
-        }
+        self.uncount_span(self.granule(hdr), self.granule(p + size - 1));
+        self.local_frees.add(1);
+        self.lifo_release(hdr, p + size);
         self.debug_check();
     }
 
@@ -648,6 +735,7 @@ impl Arena {
             // SAFETY: granule of this slot. Release publishes our last use of the block.
             unsafe { (*self.remote.add(g)).fetch_add(1, Ordering::Release) };
         }
+        self.remote_blocks.fetch_add(1, Ordering::Relaxed);
         let units = (last - first + 1) as u64;
         let total = self.remote_total.fetch_add(units, Ordering::SeqCst) + units;
         self.orphaned.load(Ordering::SeqCst)
@@ -805,8 +893,8 @@ impl Arena {
     /// `top` when top's own granule is pinned, else the granule after the highest pinned one.
     fn resume_point(&self) -> usize {
         let top = self.top.get();
-        if top == self.data_start {
-            return top;
+        if top == self.data_start || self.live_blocks() == 0 {
+            return self.data_start; // nothing live anywhere: no need to look
         }
         let top_granule = self.granule(top - 1);
         let mut g = top_granule;
@@ -819,6 +907,12 @@ impl Arena {
             }
             g -= 1;
         }
+    }
+
+    /// Blocks of this arena not freed yet (owner thread; remote frees may lower it any time).
+    fn live_blocks(&self) -> u64 {
+        let freed = self.local_frees.get() + self.remote_blocks.load(Ordering::Acquire);
+        self.region_allocs.get().wrapping_sub(freed)
     }
 
     fn recent_peak_max(&self) -> usize {
@@ -858,8 +952,7 @@ impl Arena {
         if last_live_end < committed_end {
             // SAFETY: `[last_live_end, committed_end)` holds no live block.
             unsafe { os::decommit(last_live_end, committed_end - last_live_end) };
-            self.committed_end.set(last_live_end);
-            self.committed_bytes.set((last_live_end - self.data_start) as u64);
+            self.set_committed_end(last_live_end);
         }
     }
 

@@ -35,6 +35,34 @@ impl Default for ResizeAlloc<System> {
     }
 }
 
+impl<A: GlobalAlloc> ResizeAlloc<A> {
+    /// Everything `alloc`'s inlined fast path declined: the arena's slow path, or `next`.
+    #[cold]
+    #[inline(never)]
+    fn alloc_slow(&self, layout: Layout) -> *mut u8 {
+        let p = router::alloc_slow(layout.size().max(1), layout.align());
+        if !p.is_null() {
+            return p;
+        }
+        // SAFETY: the GlobalAlloc caller's layout, forwarded.
+        unsafe { self.next.alloc(layout) }
+    }
+
+    /// Everything `dealloc`'s inlined fast path declined: other threads' blocks, multi-granule
+    /// blocks, invalid frees (which abort), and `next`'s blocks.
+    #[cold]
+    #[inline(never)]
+    fn dealloc_slow(&self, ptr: *mut u8, layout: Layout) {
+        if router::owns(ptr) {
+            // SAFETY: the caller frees a live block it got from us; it is an arena block.
+            unsafe { router::free_owned(ptr) }
+        } else {
+            // SAFETY: not ours, so it came from `next` with this layout.
+            unsafe { self.next.dealloc(ptr, layout) }
+        }
+    }
+}
+
 impl<A> ResizeAlloc<A> {
     /// Wraps another allocator, for example `mimalloc::MiMalloc`, which then serves everything
     /// outside regions.
@@ -49,14 +77,12 @@ impl<A> ResizeAlloc<A> {
 unsafe impl<A: GlobalAlloc> GlobalAlloc for ResizeAlloc<A> {
     #[inline(always)]
     unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
-        let size = layout.size().max(1);
         // SAFETY: size >= 1 and Layout guarantees a power-of-two alignment.
-        let p = unsafe { router::alloc(size, layout.align()) };
+        let p = unsafe { router::alloc_fast(layout.size().max(1), layout.align()) };
         if !p.is_null() {
             return p;
         }
-        // SAFETY: forwarded contract.
-        unsafe { self.next.alloc(layout) }
+        self.alloc_slow(layout)
     }
 
     #[inline(always)]
@@ -76,12 +102,8 @@ unsafe impl<A: GlobalAlloc> GlobalAlloc for ResizeAlloc<A> {
 
     #[inline(always)]
     unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
-        if router::owns(ptr) {
-            // SAFETY: the caller frees a live block it got from us; it is an arena block.
-            unsafe { router::free_owned(ptr) }
-        } else {
-            // SAFETY: not ours, so it came from `next`.
-            unsafe { self.next.dealloc(ptr, layout) }
+        if !router::free_fast(ptr) {
+            self.dealloc_slow(ptr, layout);
         }
     }
 

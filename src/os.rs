@@ -78,6 +78,16 @@ pub unsafe fn decommit(addr: usize, len: usize) {
     }
 }
 
+/// Marks `[addr, addr + len)` as eligible for transparent huge pages (`MADV_HUGEPAGE`).
+/// Failure (no THP support) is harmless and ignored.
+///
+/// # Safety
+/// The range is page aligned and lies inside a mapping made by [`reserve`].
+pub unsafe fn advise_huge_pages(addr: usize, len: usize) {
+    // SAFETY: caller's obligation; the advice never changes contents.
+    unsafe { libc::madvise(addr as *mut libc::c_void, len, libc::MADV_HUGEPAGE) };
+}
+
 /// Writes `msg` to stderr without allocating. Used for warnings and fatal errors.
 pub fn write_stderr(msg: &[u8]) {
     let mut rest = msg;

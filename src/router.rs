@@ -21,11 +21,52 @@ use crate::reservation;
 /// `size >= 1`; `align` is a power of two.
 #[inline(always)]
 pub unsafe fn alloc(size: usize, align: usize) -> *mut u8 {
-    let ts = region::state();
-    let a = region::active_arena(ts);
+    // SAFETY: forwarded obligations.
+    let p = unsafe { alloc_fast(size, align) };
+    if !p.is_null() {
+        return p;
+    }
+    alloc_slow(size, align)
+}
+
+/// The arena's fast path only: null when the thread is outside a region or the request needs
+/// the slow path. Calls nothing, so front ends can inline it into a frameless fast path and
+/// send everything else to one cold function.
+///
+/// # Safety
+/// `size >= 1`; `align` is a power of two.
+#[inline(always)]
+pub unsafe fn alloc_fast(size: usize, align: usize) -> *mut u8 {
+    let a = region::active_arena(region::state());
+    if a.is_null() {
+        return ptr::null_mut();
+    }
+    // SAFETY: the active arena is this thread's own; the caller's obligations hold.
+    unsafe { (*a).try_alloc_fast(size, align) }
+}
+
+/// The calling thread's arena when it is inside a region, else null.
+#[inline(always)]
+pub fn active_arena() -> *const Arena {
+    region::active_arena(region::state())
+}
+
+/// Outside a region: whether the pass-through path must call [`alloc_slow`] anyway (the options
+/// are not read yet, or process mode has to enrol this thread).
+#[inline(always)]
+pub fn outside_needs_attention() -> bool {
+    MODE.load(Ordering::Relaxed) & MODE_ATTENTION != 0
+}
+
+/// Everything [`alloc_fast`] declined: the arena's slow path inside a region, or, outside one,
+/// the mode check (first use, process mode). Null means "use the next allocator".
+#[cold]
+#[inline(never)]
+pub fn alloc_slow(size: usize, align: usize) -> *mut u8 {
+    let a = region::active_arena(region::state());
     if !a.is_null() {
-        // SAFETY: the active arena is this thread's own.
-        return unsafe { (*a).alloc(size, align) };
+        // SAFETY: our own arena.
+        return unsafe { (*a).alloc_slow(size, align.max(MIN_ALIGN)) };
     }
     if MODE.load(Ordering::Relaxed) & MODE_ATTENTION != 0 {
         return alloc_attention(size, align);
@@ -54,6 +95,27 @@ fn alloc_attention(size: usize, align: usize) -> *mut u8 {
 #[inline(always)]
 pub fn owns(p: *mut u8) -> bool {
     reservation::owns(p)
+}
+
+/// The owner thread's fast free: true when `p` was a single-granule block of the calling
+/// thread's own arena and is now freed; false (nothing changed) for anything else, which then
+/// goes to [`free_owned`] or the next allocator. Calls nothing.
+#[inline(always)]
+pub fn free_fast(p: *mut u8) -> bool {
+    owns(p) && free_fast_owned(p)
+}
+
+/// [`free_fast`] for a pointer already known to lie in the reservation (`owns(p)`).
+#[inline(always)]
+pub fn free_fast_owned(p: *mut u8) -> bool {
+    debug_assert!(owns(p));
+    let own = region::own_arena(region::state());
+    // SAFETY: `p` lies in the reservation (precondition), so masking gives the start of its
+    // slot; comparing addresses dereferences nothing.
+    let slot = unsafe { reservation::slot_of(p) };
+    // SAFETY: when equal, `own` is our live arena and `p` lies in its slot; a free of a block we
+    // did not hand out is the caller's bug, detected as far as the header allows.
+    ptr::eq(own, slot) && unsafe { (*own).try_free_local_fast(p) }
 }
 
 /// Frees an arena block, from any thread.

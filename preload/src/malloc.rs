@@ -28,19 +28,52 @@ fn arena_alloc(size: usize, align: usize) -> *mut c_void {
     unsafe { router::alloc(size.max(1), align) as *mut c_void }
 }
 
-/// `malloc(3)`.
+/// `malloc(3)`. The inlined fast path calls nothing; everything else is one cold call.
 #[no_mangle]
 pub extern "C" fn malloc(size: usize) -> *mut c_void {
-    let p = arena_alloc(size, MIN_ALIGN);
-    if !p.is_null() {
-        return p;
+    let a = router::active_arena();
+    if !a.is_null() {
+        // SAFETY: the thread's own active arena; size >= 1; MIN_ALIGN is a power of two.
+        let p = unsafe { (*a).try_alloc_fast(size.max(1), MIN_ALIGN) };
+        if !p.is_null() {
+            return p as *mut c_void;
+        }
+        return malloc_slow(size);
+    }
+    if router::outside_needs_attention() {
+        return malloc_slow(size);
     }
     real::malloc(size)
 }
 
-/// `free(3)`.
+#[cold]
+#[inline(never)]
+fn malloc_slow(size: usize) -> *mut c_void {
+    let p = router::alloc_slow(size.max(1), MIN_ALIGN);
+    if !p.is_null() {
+        return p as *mut c_void;
+    }
+    real::malloc(size)
+}
+
+/// `free(3)`. The owner thread's single-granule blocks are freed inline; everything else is
+/// one cold call.
 #[no_mangle]
 pub extern "C" fn free(p: *mut c_void) {
+    if router::owns(p as *mut u8) {
+        if !router::free_fast_owned(p as *mut u8) {
+            free_slow(p);
+        }
+        return;
+    }
+    if !p.is_null() {
+        real::free(p);
+    }
+}
+
+#[cold]
+#[inline(never)]
+fn free_slow(p: *mut c_void) {
     if router::owns(p as *mut u8) {
         // SAFETY: an arena block the program frees (double frees are detected and abort).
         unsafe { router::free_owned(p as *mut u8) };

@@ -127,6 +127,17 @@ fn get(slot: &AtomicPtr<c_void>) -> *mut c_void {
 /// Next allocator's `malloc`, or the bootstrap buffer while it is being found.
 #[inline(always)]
 pub fn malloc(size: usize) -> *mut c_void {
+    let f = MALLOC.load(Ordering::Acquire);
+    if f.is_null() {
+        return malloc_unresolved(size);
+    }
+    // SAFETY: `f` is the next object's `malloc`.
+    unsafe { core::mem::transmute::<*mut c_void, MallocFn>(f)(size) }
+}
+
+#[cold]
+#[inline(never)]
+fn malloc_unresolved(size: usize) -> *mut c_void {
     let f = get(&MALLOC);
     if f.is_null() {
         return boot_alloc(size, 16);
@@ -141,11 +152,22 @@ pub fn free(p: *mut c_void) {
     if is_boot(p) {
         return;
     }
+    let f = FREE.load(Ordering::Acquire);
+    if f.is_null() {
+        return free_unresolved(p);
+    }
+    // SAFETY: `p` came from the next allocator (not ours, not bootstrap).
+    unsafe { core::mem::transmute::<*mut c_void, FreeFn>(f)(p) }
+}
+
+#[cold]
+#[inline(never)]
+fn free_unresolved(p: *mut c_void) {
     let f = get(&FREE);
     if f.is_null() {
         return; // still resolving: a non-bootstrap pointer cannot exist yet
     }
-    // SAFETY: `p` came from the next allocator (not ours, not bootstrap).
+    // SAFETY: `p` came from the next allocator.
     unsafe { core::mem::transmute::<*mut c_void, FreeFn>(f)(p) }
 }
 
