@@ -57,11 +57,21 @@ fn main() {
     for s in 0..1000 {
         region(|| black_box(work(s)));
     }
-    assert!(kept.iter().enumerate().all(|(i, s)| *s == format!("kept {i}")));
+    assert!(kept
+        .iter()
+        .enumerate()
+        .all(|(i, s)| *s == format!("kept {i}")));
 
     println!("resizealloc demo: {STEPS} steps of work (~230 allocations each, one of 64 KiB)");
-    println!("  System (outside regions): {:>9.2} us per step", system_ns / 1000.0);
-    println!("  ResizeAlloc in regions:   {:>9.2} us per step   ({:.2}x faster)", arena_ns / 1000.0, system_ns / arena_ns);
+    println!(
+        "  System (outside regions): {:>9.2} us per step",
+        system_ns / 1000.0
+    );
+    println!(
+        "  ResizeAlloc in regions:   {:>9.2} us per step   ({:.2}x faster)",
+        arena_ns / 1000.0,
+        system_ns / arena_ns
+    );
     println!(
         "  first region: {} overflow allocations, resized to {} KiB (high water {} KiB)",
         first.overflow_allocs,
@@ -74,7 +84,15 @@ fn main() {
         after.overflow_allocs - first.overflow_allocs,
         after.resizes
     );
-    println!("  an escaped Vec<String> of {} items survived 1000 later regions intact", kept.len());
+    println!(
+        "  an escaped Vec<String> of {} items survived 1000 later regions intact",
+        kept.len()
+    );
     let p = stats().process;
-    println!("  process: {} live arena(s), {} KiB capacity, {} KiB committed", p.arenas_live, p.arena_capacity >> 10, p.arena_committed >> 10);
+    println!(
+        "  process: {} live arena(s), {} KiB capacity, {} KiB committed",
+        p.arenas_live,
+        p.arena_capacity >> 10,
+        p.arena_committed >> 10
+    );
 }

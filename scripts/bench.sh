@@ -45,6 +45,8 @@ for spec in mimalloc:libmimalloc.so.2 jemalloc:libjemalloc.so.2 tcmalloc:libtcma
 done
 ((missing)) && echo "  install with: apt-get install -y libmimalloc2.0 libjemalloc2 libtcmalloc-minimal4" >&2
 NAMES+=(resizealloc); PRELOAD[resizealloc]=$SO
+# "floor": the same binary with --floor (bump from a static buffer, no frees): the work alone.
+NAMES+=(floor); PRELOAD[floor]=""
 
 # 4. interleaved rounds; the starting allocator rotates each round
 n=${#NAMES[@]}
@@ -54,7 +56,8 @@ for ((r = 1; r <= ROUNDS; r++)); do
         a=${NAMES[$(((k + r - 1) % n))]}
         pre=${PRELOAD[$a]}
         rc=0
-        env ${pre:+LD_PRELOAD=$pre} timeout 120 "$BIN" $BENCH_ARGS >"$RAW/$a.$r.txt" 2>"$RAW/$a.$r.err" || rc=$?
+        extra=""; [[ $a == floor ]] && extra=--floor
+        env ${pre:+LD_PRELOAD=$pre} timeout 120 "$BIN" $BENCH_ARGS $extra >"$RAW/$a.$r.txt" 2>"$RAW/$a.$r.err" || rc=$?
         if ((rc != 0)); then
             echo "WARNING: $a round $r exited with status $rc; repro:" \
                 "${pre:+LD_PRELOAD=$pre }$ROOT/$BIN $BENCH_ARGS  (stderr: $RAW/$a.$r.err)" >&2
@@ -85,7 +88,7 @@ END {
         for (i = 1; i <= na; i++) {
             med[A[i]] = median(wl SUBSEP A[i]); x = med[A[i]]
             line = line " " fmt(x == "" ? "" : x / div) " |"
-            if (A[i] != "resizealloc" && x != "" && (best == "" || (higher ? x > best : x < best))) best = x
+            if (A[i] != "resizealloc" && A[i] != "floor" && x != "" && (best == "" || (higher ? x > best : x < best))) best = x
         }
         rz = med["resizealloc"]; gl = med["glibc"]; sp = ""; rg = ""
         if (rz != "" && best != "" && rz > 0 && wl != "thread_scaling" && wl != "peak_rss_kib") sp = higher ? rz / best : best / rz

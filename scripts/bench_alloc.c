@@ -4,7 +4,7 @@
  * dlsym(RTLD_DEFAULT, ...); where they are absent they are no-ops.
  *
  * Build: gcc -std=c11 -O2 -pthread -o bench_alloc bench_alloc.c -ldl -lm
- * Usage: bench_alloc [--quick] [--scale F]
+ * Usage: bench_alloc [--quick] [--scale F] [--floor]
  * Output: lines "RESULT <name> <value> <unit>" (plus "INFO ..." lines).
  */
 #define _GNU_SOURCE
@@ -26,7 +26,8 @@ static begin_fn region_begin_p;
 static end_fn region_end_p;
 static int region_errors;
 
-static inline void rbegin(void) { if (region_begin_p) region_begin_p(); }
+static void floor_region(void);
+static inline void rbegin(void) { if (region_begin_p) region_begin_p(); floor_region(); }
 static inline void rend(void) { if (region_end_p && region_end_p() != 0) region_errors++; }
 
 static volatile uint64_t sink;
@@ -45,7 +46,35 @@ static inline uint64_t xs(rng_t *r) {
     return r->s = x;
 }
 
+/* defined below */
+/* --floor: every allocation bumps through a per-thread static buffer and frees are no-ops, so
+ * the run measures the work alone (the fastest any allocator could be). */
+static int floor_mode;
+#define FLOOR_BYTES ((size_t)160 << 20)
+static __thread char *floor_buf;
+static __thread size_t floor_off;
+
+static __thread char *floor_last;
+
+static void *floor_alloc(size_t n) {
+    if (!floor_buf) floor_buf = aligned_alloc(4096, FLOOR_BYTES);
+    if (floor_off + n + 16 > FLOOR_BYTES) floor_off = 0;
+    char *p = floor_buf + floor_off;
+    floor_off = (floor_off + n + 15) & ~(size_t)15;
+    return floor_last = p;
+}
+
+static inline void xfree(void *p) {
+    if (!floor_mode) free(p);
+    else if (p == floor_last) floor_off = (size_t)(floor_last - floor_buf); /* LIFO, like a bump arena */
+}
+
+static void floor_region(void) {
+    if (floor_mode) floor_off = 0;
+}
+
 static void *xmalloc(size_t n) {
+    if (floor_mode) return floor_alloc(n);
     void *p = malloc(n);
     if (!p) { fprintf(stderr, "malloc(%zu) failed\n", n); exit(2); }
     return p;
@@ -64,7 +93,7 @@ static inline uint64_t bumper_body(void) {
         long s = 0;
         for (int i = 0; i < 10; i++) s += y[i];
         acc += (uint64_t)s;
-        free(y);
+        xfree(y);
     }
     return acc;
 }
@@ -99,7 +128,7 @@ static double run_lifo(long regions) {
         }
         for (int i = LIFO_N - 1; i >= 0; i--) {
             acc += (unsigned char)((char *)blk[i])[0];
-            free(blk[i]);
+            xfree(blk[i]);
         }
         rend();
     }
@@ -135,7 +164,7 @@ static double run_mixed(long regions) {
         }
         for (int i = 0; i < MIXED_N; i++) {
             acc += (unsigned char)blk[order[i]][0];
-            free(blk[order[i]]);
+            xfree(blk[order[i]]);
         }
         rend();
     }
@@ -154,7 +183,7 @@ static double run_temp8m(long regions) {
         char *p = xmalloc(TEMP_SZ);
         memset(p, (int)(r & 0x7f), TEMP_SZ);
         acc += (unsigned char)p[(r * 4099) % TEMP_SZ];
-        free(p);
+        xfree(p);
         rend();
     }
     double t = now_ns() - t0;
@@ -210,8 +239,9 @@ int main(int argc, char **argv) {
     double scale = 1.0;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--quick")) scale = 0.1;
+        else if (!strcmp(argv[i], "--floor")) floor_mode = 1;
         else if (!strcmp(argv[i], "--scale") && i + 1 < argc) scale = atof(argv[++i]);
-        else { fprintf(stderr, "usage: %s [--quick] [--scale F]\n", argv[0]); return 1; }
+        else { fprintf(stderr, "usage: %s [--quick] [--scale F] [--floor]\n", argv[0]); return 1; }
     }
     *(void **)&region_begin_p = dlsym(RTLD_DEFAULT, "resize_region_begin"); /* POSIX idiom */
     *(void **)&region_end_p = dlsym(RTLD_DEFAULT, "resize_region_end");

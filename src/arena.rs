@@ -73,7 +73,12 @@ pub struct ArenaConfig {
 
 impl Default for ArenaConfig {
     fn default() -> Self {
-        ArenaConfig { initial_capacity: 64 << 10, min_alloc: 0, max_alloc: usize::MAX, recycle: false }
+        ArenaConfig {
+            initial_capacity: 64 << 10,
+            min_alloc: 0,
+            max_alloc: usize::MAX,
+            recycle: false,
+        }
     }
 }
 
@@ -98,7 +103,10 @@ struct OwnerCounter(AtomicU64);
 impl OwnerCounter {
     #[inline(always)]
     fn add(&self, n: u64) {
-        self.0.store(self.0.load(Ordering::Relaxed).wrapping_add(n), Ordering::Relaxed);
+        self.0.store(
+            self.0.load(Ordering::Relaxed).wrapping_add(n),
+            Ordering::Relaxed,
+        );
     }
     #[inline(always)]
     fn set(&self, n: u64) {
@@ -234,10 +242,17 @@ impl Arena {
     /// 1. The slot lies in a [`os::reserve`] mapping, is aligned to `slot_size`, and is otherwise unused.
     /// 2. `slot_size` is a power of two and at least 4 granules larger than the metadata.
     /// 3. The arena is used by one owner thread at a time, as documented on [`Arena`].
-    pub unsafe fn create(slot_base: usize, slot_size: usize, cfg: ArenaConfig) -> Option<&'static Arena> {
+    pub unsafe fn create(
+        slot_base: usize,
+        slot_size: usize,
+        cfg: ArenaConfig,
+    ) -> Option<&'static Arena> {
         let meta = Self::metadata_bytes(slot_size);
         debug_assert!(slot_size.is_power_of_two() && slot_base % slot_size == 0);
-        debug_assert!(meta + 4 * GRANULE <= slot_size, "slot of {slot_size} bytes too small");
+        debug_assert!(
+            meta + 4 * GRANULE <= slot_size,
+            "slot of {slot_size} bytes too small"
+        );
         let data_start = slot_base + meta;
         let slot_end = slot_base + slot_size;
         let data_room = slot_end - data_start;
@@ -253,7 +268,11 @@ impl Arena {
         unsafe { os::advise_huge_pages(data_start, slot_end - data_start) };
         // SAFETY: as above. If committing the first capacity fails, start with none: the first
         // allocation then commits what it needs or spills.
-        let committed = if unsafe { os::commit(data_start, capacity) } { capacity } else { 0 };
+        let committed = if unsafe { os::commit(data_start, capacity) } {
+            capacity
+        } else {
+            0
+        };
         let granules = slot_size >> GRANULE_SHIFT;
         let local = (slot_base + align_up(size_of::<Arena>(), 64)) as *mut u64;
         // SAFETY: `local` and `remote` lie within the metadata just committed (see metadata_bytes).
@@ -508,8 +527,10 @@ impl Arena {
     /// Abandons the current run and starts an empty one at `at` (granule aligned).
     fn start_run(&self, at: usize) {
         self.note_peak();
-        self.skipped.set(self.skipped.get() + at.saturating_sub(self.top.get()));
-        self.lap_progress.set(self.lap_progress.get() + (self.run_end.get() - self.run_start.get()));
+        self.skipped
+            .set(self.skipped.get() + at.saturating_sub(self.top.get()));
+        self.lap_progress
+            .set(self.lap_progress.get() + (self.run_end.get() - self.run_start.get()));
         self.run_id.set(self.run_id.get() + 1);
         self.run_start.set(at);
         self.run_end.set(at);
@@ -546,7 +567,11 @@ impl Arena {
         // Process mode grows geometrically (half of what is committed, 64 KiB..64 MiB) so laps
         // stay rare. Region mode commits what the overflow needs plus at most 1/16 (fewer
         // mprotect calls in a first region full of small blocks) and resizes at the end.
-        let step = if self.recycle { (committed / 2).clamp(GRANULE * 4, 64 << 20) } else { (committed / 16).clamp(GRANULE, 1 << 20) };
+        let step = if self.recycle {
+            (committed / 2).clamp(GRANULE * 4, 64 << 20)
+        } else {
+            (committed / 16).clamp(GRANULE, 1 << 20)
+        };
         let want = align_up(need_end.max(committed_end + step), GRANULE).min(self.slot_end);
         let exact = align_up(need_end, GRANULE);
         for target in [want, exact] {
@@ -564,7 +589,11 @@ impl Arena {
     fn spill(&self, size: usize) -> *mut u8 {
         self.overflow_allocs.add(1);
         self.spilled_allocs.add(1);
-        self.spill_bytes.set(self.spill_bytes.get().saturating_add(size.saturating_add(HEADER)));
+        self.spill_bytes.set(
+            self.spill_bytes
+                .get()
+                .saturating_add(size.saturating_add(HEADER)),
+        );
         ptr::null_mut()
     }
 
@@ -615,7 +644,8 @@ impl Arena {
     #[inline(always)]
     fn plausible(&self, p: usize) -> bool {
         let offset = p.wrapping_sub(self.data_start + HEADER);
-        offset.rotate_right(MIN_ALIGN.trailing_zeros()) < self.plausible_slots.load(Ordering::Relaxed)
+        offset.rotate_right(MIN_ALIGN.trailing_zeros())
+            < self.plausible_slots.load(Ordering::Relaxed)
     }
 
     /// Keeps `committed_end`, the `committed_bytes` figure and `plausible_slots` in step.
@@ -623,7 +653,10 @@ impl Arena {
         self.committed_end.set(end);
         let bytes = end - self.data_start;
         self.committed_bytes.set(bytes as u64);
-        self.plausible_slots.store(bytes.saturating_sub(HEADER) >> MIN_ALIGN.trailing_zeros(), Ordering::Relaxed);
+        self.plausible_slots.store(
+            bytes.saturating_sub(HEADER) >> MIN_ALIGN.trailing_zeros(),
+            Ordering::Relaxed,
+        );
     }
 
     /// Usable size of the live block `p`.
@@ -757,14 +790,17 @@ impl Arena {
         }
         if new_size <= align_up(old_size, MIN_ALIGN) {
             // Same granules, same slack: only the recorded size changes.
-            if new_size < old_size && self.granule(p + new_size - 1) != self.granule(p + old_size - 1) {
+            if new_size < old_size
+                && self.granule(p + new_size - 1) != self.granule(p + old_size - 1)
+            {
                 return false;
             }
             // SAFETY: validated header.
             unsafe { *hdr = new_size | TAG_LIVE << SIZE_BITS };
             return true;
         }
-        let is_last = align_up(p + old_size, MIN_ALIGN) == self.top.get() && hdr as usize >= self.run_start.get();
+        let is_last = align_up(p + old_size, MIN_ALIGN) == self.top.get()
+            && hdr as usize >= self.run_start.get();
         let end = match p.checked_add(new_size) {
             Some(end) => end,
             None => return false,
@@ -793,7 +829,10 @@ impl Arena {
         let depth = self.checkpoint_depth.get();
         self.checkpoint_depth.set(depth + 1);
         if depth < MAX_CHECKPOINTS {
-            self.checkpoints[depth].set(Checkpoint { top: self.top.get(), run_id: self.run_id.get() });
+            self.checkpoints[depth].set(Checkpoint {
+                top: self.top.get(),
+                run_id: self.run_id.get(),
+            });
             // `run_end` is granule aligned and `top <= run_end`, so this stays within the run.
             self.top.set(align_up(self.top.get(), GRANULE));
         }
@@ -849,7 +888,13 @@ impl Arena {
         let capacity = self.cap_end.get() - self.data_start;
         let room = self.slot_end - self.data_start;
         let recent_max = self.recent_peak_max().min(room);
-        let wanted = resize_policy(capacity, peak.min(room), recent_max, self.peaks_seen.get(), self.min_capacity);
+        let wanted = resize_policy(
+            capacity,
+            peak.min(room),
+            recent_max,
+            self.peaks_seen.get(),
+            self.min_capacity,
+        );
         let wanted = wanted.min(room);
         if wanted > capacity {
             let need_end = self.data_start + wanted;
@@ -867,11 +912,19 @@ impl Arena {
         // had to skip pinned granules after a lap would otherwise lap again every time.
         let consumed = peak.saturating_sub(self.skipped.get());
         let room = self.cap_end.get().saturating_sub(resume);
-        let resume = if room < consumed { self.data_start } else { resume };
+        let resume = if room < consumed {
+            self.data_start
+        } else {
+            resume
+        };
         if resume == self.top.get() {
             // Keep the current run: [top, run_end) is still unused (shrinking may have cut its
             // committed tail, never below a live granule, so never below top's granule).
-            let run_end = self.run_end.get().min(self.committed_end.get()).max(align_up(resume, GRANULE));
+            let run_end = self
+                .run_end
+                .get()
+                .min(self.committed_end.get())
+                .max(align_up(resume, GRANULE));
             self.run_end.set(run_end);
             self.limit.set(run_end.min(self.cap_end.get()));
         } else {
@@ -900,7 +953,11 @@ impl Arena {
         let mut g = top_granule;
         loop {
             if self.live(g) != 0 {
-                return if g == top_granule { top } else { self.slot_base + ((g + 1) << GRANULE_SHIFT) };
+                return if g == top_granule {
+                    top
+                } else {
+                    self.slot_base + ((g + 1) << GRANULE_SHIFT)
+                };
             }
             if g == self.granule(self.data_start) {
                 return self.data_start;
@@ -982,7 +1039,9 @@ impl Arena {
     }
 
     fn claim_release(&self) -> bool {
-        self.released.compare_exchange(false, true, Ordering::SeqCst, Ordering::SeqCst).is_ok()
+        self.released
+            .compare_exchange(false, true, Ordering::SeqCst, Ordering::SeqCst)
+            .is_ok()
     }
 
     /// Whether the owner thread has exited.
@@ -1037,7 +1096,9 @@ impl Arena {
             }
             addr += GRANULE;
         }
-        for g in self.granule(self.data_start)..self.granule(self.used_end.get().max(self.data_start)) {
+        for g in
+            self.granule(self.data_start)..self.granule(self.used_end.get().max(self.data_start))
+        {
             if self.live(g) > (GRANULE / MIN_ALIGN) as u64 * 64 {
                 return Err("granule live count underflowed");
             }
@@ -1098,7 +1159,13 @@ fn invariant_broken(what: &str) -> ! {
 ///   peak (granule rounded), so the same work runs with zero overflow next time.
 /// * **Shrink with hysteresis**: once `PEAK_HISTORY` (8) regions in a row peaked under a quarter
 ///   of the capacity, shrink to 1.25 × the largest of them (never below the initial capacity).
-pub fn resize_policy(capacity: usize, peak: usize, recent_max: usize, seen: usize, min_capacity: usize) -> usize {
+pub fn resize_policy(
+    capacity: usize,
+    peak: usize,
+    recent_max: usize,
+    seen: usize,
+    min_capacity: usize,
+) -> usize {
     if peak > capacity {
         return align_up(peak, GRANULE);
     }

@@ -48,18 +48,13 @@ impl<A: GlobalAlloc> ResizeAlloc<A> {
         unsafe { self.next.alloc(layout) }
     }
 
-    /// Everything `dealloc`'s inlined fast path declined: other threads' blocks, multi-granule
-    /// blocks, invalid frees (which abort), and `next`'s blocks.
+    /// Arena blocks `dealloc`'s inlined fast path declined: other threads' blocks, multi-granule
+    /// blocks and invalid frees (which abort).
     #[cold]
     #[inline(never)]
-    fn dealloc_slow(&self, ptr: *mut u8, layout: Layout) {
-        if router::owns(ptr) {
-            // SAFETY: the caller frees a live block it got from us; it is an arena block.
-            unsafe { router::free_owned(ptr) }
-        } else {
-            // SAFETY: not ours, so it came from `next` with this layout.
-            unsafe { self.next.dealloc(ptr, layout) }
-        }
+    fn dealloc_slow(&self, ptr: *mut u8) {
+        // SAFETY: the caller frees a live block it got from us; it lies in the reservation.
+        unsafe { router::free_owned(ptr) }
     }
 }
 
@@ -77,12 +72,20 @@ impl<A> ResizeAlloc<A> {
 unsafe impl<A: GlobalAlloc> GlobalAlloc for ResizeAlloc<A> {
     #[inline(always)]
     unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
-        // SAFETY: size >= 1 and Layout guarantees a power-of-two alignment.
-        let p = unsafe { router::alloc_fast(layout.size().max(1), layout.align()) };
-        if !p.is_null() {
-            return p;
+        let a = router::active_arena();
+        if !a.is_null() {
+            // SAFETY: the thread's own active arena; size >= 1; Layout's align is a power of two.
+            let p = unsafe { (*a).try_alloc_fast(layout.size().max(1), layout.align()) };
+            if !p.is_null() {
+                return p;
+            }
+            return self.alloc_slow(layout);
         }
-        self.alloc_slow(layout)
+        if router::outside_needs_attention() {
+            return self.alloc_slow(layout);
+        }
+        // SAFETY: forwarded contract.
+        unsafe { self.next.alloc(layout) }
     }
 
     #[inline(always)]
@@ -102,9 +105,14 @@ unsafe impl<A: GlobalAlloc> GlobalAlloc for ResizeAlloc<A> {
 
     #[inline(always)]
     unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
-        if !router::free_fast(ptr) {
-            self.dealloc_slow(ptr, layout);
+        if router::free_fast(ptr) {
+            return;
         }
+        if router::owns(ptr) {
+            return self.dealloc_slow(ptr);
+        }
+        // SAFETY: not ours, so it came from `next` with this layout.
+        unsafe { self.next.dealloc(ptr, layout) }
     }
 
     #[inline]

@@ -157,7 +157,11 @@ pub fn init_from_env() -> Options {
             None => warn(b"RESIZEALLOC_REGION", v, b"on"),
         }
     }
-    size_opt(c"RESIZEALLOC_MIN_SIZE", b"RESIZEALLOC_MIN_SIZE", &mut o.min_size);
+    size_opt(
+        c"RESIZEALLOC_MIN_SIZE",
+        b"RESIZEALLOC_MIN_SIZE",
+        &mut o.min_size,
+    );
     if let Some(v) = env(c"RESIZEALLOC_MAX_SIZE") {
         if eq_ignore_case(v, b"unlimited") {
             o.max_size = usize::MAX;
@@ -168,11 +172,27 @@ pub fn init_from_env() -> Options {
             }
         }
     }
-    size_opt(c"RESIZEALLOC_INITIAL_ARENA", b"RESIZEALLOC_INITIAL_ARENA", &mut o.initial_arena);
-    size_opt(c"RESIZEALLOC_MAX_ARENA", b"RESIZEALLOC_MAX_ARENA", &mut o.max_arena);
-    size_opt(c"RESIZEALLOC_RESERVE", b"RESIZEALLOC_RESERVE", &mut o.reserve);
+    size_opt(
+        c"RESIZEALLOC_INITIAL_ARENA",
+        b"RESIZEALLOC_INITIAL_ARENA",
+        &mut o.initial_arena,
+    );
+    size_opt(
+        c"RESIZEALLOC_MAX_ARENA",
+        b"RESIZEALLOC_MAX_ARENA",
+        &mut o.max_arena,
+    );
+    size_opt(
+        c"RESIZEALLOC_RESERVE",
+        b"RESIZEALLOC_RESERVE",
+        &mut o.reserve,
+    );
     bool_opt(c"RESIZEALLOC_STATS", b"RESIZEALLOC_STATS", &mut o.stats);
-    bool_opt(c"RESIZEALLOC_VERBOSE", b"RESIZEALLOC_VERBOSE", &mut o.verbose);
+    bool_opt(
+        c"RESIZEALLOC_VERBOSE",
+        b"RESIZEALLOC_VERBOSE",
+        &mut o.verbose,
+    );
     set(o);
     get()
 }
@@ -299,7 +319,11 @@ mod tests {
         let readme = include_str!("../README.md");
         for o in OPTIONS {
             let row = format!("| `{}` | `{}` |", o.name, o.default);
-            assert!(readme.contains(&row), "README is missing the row for {}", o.name);
+            assert!(
+                readme.contains(&row),
+                "README is missing the row for {}",
+                o.name
+            );
         }
     }
 

@@ -48,10 +48,19 @@ pub unsafe fn release(addr: usize, len: usize) {
 /// # Safety
 /// The range is page aligned and lies inside a mapping made by [`reserve`].
 pub unsafe fn commit(addr: usize, len: usize) -> bool {
-    debug_assert!(addr % PAGE == 0 && len % PAGE == 0, "commit of unaligned range {addr:#x}+{len:#x}");
+    debug_assert!(
+        addr % PAGE == 0 && len % PAGE == 0,
+        "commit of unaligned range {addr:#x}+{len:#x}"
+    );
     // SAFETY: the caller guarantees the range is ours; changing protection of our own
     // reservation cannot affect any other mapping.
-    unsafe { libc::mprotect(addr as *mut libc::c_void, len, libc::PROT_READ | libc::PROT_WRITE) == 0 }
+    unsafe {
+        libc::mprotect(
+            addr as *mut libc::c_void,
+            len,
+            libc::PROT_READ | libc::PROT_WRITE,
+        ) == 0
+    }
 }
 
 /// Gives the physical pages of `[addr, addr + len)` back to the kernel but keeps the range
@@ -61,7 +70,10 @@ pub unsafe fn commit(addr: usize, len: usize) -> bool {
 /// 1. The range is page aligned and lies inside a mapping made by [`reserve`].
 /// 2. No live allocation lies in the range.
 pub unsafe fn discard(addr: usize, len: usize) {
-    debug_assert!(addr % PAGE == 0 && len % PAGE == 0, "discard of unaligned range {addr:#x}+{len:#x}");
+    debug_assert!(
+        addr % PAGE == 0 && len % PAGE == 0,
+        "discard of unaligned range {addr:#x}+{len:#x}"
+    );
     // SAFETY: caller's obligations; MADV_DONTNEED on private anonymous memory only drops contents.
     unsafe { libc::madvise(addr as *mut libc::c_void, len, libc::MADV_DONTNEED) };
 }

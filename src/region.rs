@@ -28,15 +28,25 @@ const DENIED: u8 = 8;
 ///
 /// Invariant: `active` is null or equal to `arena`; it is non-null exactly while the thread is
 /// inside a region (explicit, or process mode) and holds an arena.
+#[repr(C)]
 pub struct ThreadState {
+    /// Offset 0 (read directly with an fs-relative load on x86-64 Linux).
     active: Cell<*const Arena>,
+    /// Offset 8 (likewise).
     arena: Cell<*const Arena>,
     depth: Cell<u32>,
     flags: Cell<u8>,
 }
 
 impl ThreadState {
-    #[cfg_attr(all(target_arch = "x86_64", target_os = "linux"), allow(dead_code))]
+    #[cfg_attr(
+        all(
+            target_arch = "x86_64",
+            target_os = "linux",
+            not(feature = "tls-thread-local")
+        ),
+        allow(dead_code)
+    )]
     const fn new() -> Self {
         ThreadState {
             active: Cell::new(ptr::null()),
@@ -47,14 +57,22 @@ impl ThreadState {
     }
 }
 
-#[cfg(not(all(target_arch = "x86_64", target_os = "linux")))]
+#[cfg(not(all(
+    target_arch = "x86_64",
+    target_os = "linux",
+    not(feature = "tls-thread-local")
+)))]
 thread_local! {
     static STATE: ThreadState = const { ThreadState::new() };
 }
 
 /// The calling thread's state. Valid for as long as the thread runs (TLS destructors included:
 /// the state has none of its own).
-#[cfg(not(all(target_arch = "x86_64", target_os = "linux")))]
+#[cfg(not(all(
+    target_arch = "x86_64",
+    target_os = "linux",
+    not(feature = "tls-thread-local")
+)))]
 #[inline(always)]
 pub fn state() -> &'static ThreadState {
     // SAFETY: the reference never leaves the thread (ThreadState is !Sync) and const,
@@ -66,7 +84,11 @@ pub fn state() -> &'static ThreadState {
 // initial-exec model: two instructions, no `__tls_get_addr` call even inside a shared library
 // (stable Rust cannot ask for that model), and no allocation on first touch. Zero bytes are a
 // valid `ThreadState::new()` (null pointers, depth 0, no flags).
-#[cfg(all(target_arch = "x86_64", target_os = "linux"))]
+#[cfg(all(
+    target_arch = "x86_64",
+    target_os = "linux",
+    not(feature = "tls-thread-local")
+))]
 core::arch::global_asm!(
     ".pushsection .tbss,\"awT\",@nobits",
     ".p2align 6",
@@ -79,12 +101,22 @@ core::arch::global_asm!(
     ".popsection",
 );
 
-#[cfg(all(target_arch = "x86_64", target_os = "linux"))]
-const _: () = assert!(core::mem::size_of::<ThreadState>() <= 64 && core::mem::align_of::<ThreadState>() <= 64);
+#[cfg(all(
+    target_arch = "x86_64",
+    target_os = "linux",
+    not(feature = "tls-thread-local")
+))]
+const _: () = assert!(
+    core::mem::size_of::<ThreadState>() <= 64 && core::mem::align_of::<ThreadState>() <= 64
+);
 
 /// The calling thread's state. Valid for as long as the thread runs (TLS destructors included:
 /// the state has none of its own).
-#[cfg(all(target_arch = "x86_64", target_os = "linux"))]
+#[cfg(all(
+    target_arch = "x86_64",
+    target_os = "linux",
+    not(feature = "tls-thread-local")
+))]
 #[inline(always)]
 pub fn state() -> &'static ThreadState {
     let p: usize;
@@ -163,6 +195,70 @@ pub(crate) fn own_arena(ts: &ThreadState) -> *const Arena {
     ts.arena.get()
 }
 
+/// `active_arena(state())` in one fs-relative load (x86-64 Linux), else through `state()`.
+#[inline(always)]
+pub(crate) fn load_active() -> *const Arena {
+    #[cfg(all(
+        target_arch = "x86_64",
+        target_os = "linux",
+        not(feature = "tls-thread-local")
+    ))]
+    {
+        let a: *const Arena;
+        // SAFETY: reads offset 0 (`active`) of this thread's state block (see `state`); the
+        // value is only ever written by this thread.
+        unsafe {
+            core::arch::asm!(
+                "mov {a}, qword ptr [rip + resizealloc_thread_state@GOTTPOFF]",
+                "mov {a}, qword ptr fs:[{a}]",
+                a = out(reg) a,
+                options(pure, readonly, nostack, preserves_flags),
+            );
+        }
+        a
+    }
+    #[cfg(not(all(
+        target_arch = "x86_64",
+        target_os = "linux",
+        not(feature = "tls-thread-local")
+    )))]
+    {
+        active_arena(state())
+    }
+}
+
+/// `own_arena(state())` in one fs-relative load (x86-64 Linux), else through `state()`.
+#[inline(always)]
+pub(crate) fn load_own() -> *const Arena {
+    #[cfg(all(
+        target_arch = "x86_64",
+        target_os = "linux",
+        not(feature = "tls-thread-local")
+    ))]
+    {
+        let a: *const Arena;
+        // SAFETY: reads offset 8 (`arena`) of this thread's state block (see `state`); the value
+        // is only ever written by this thread.
+        unsafe {
+            core::arch::asm!(
+                "mov {a}, qword ptr [rip + resizealloc_thread_state@GOTTPOFF]",
+                "mov {a}, qword ptr fs:[{a} + 8]",
+                a = out(reg) a,
+                options(pure, readonly, nostack, preserves_flags),
+            );
+        }
+        a
+    }
+    #[cfg(not(all(
+        target_arch = "x86_64",
+        target_os = "linux",
+        not(feature = "tls-thread-local")
+    )))]
+    {
+        own_arena(state())
+    }
+}
+
 /// Process mode: make the thread's allocations go to its arena from now on. Returns the arena
 /// or null when none can be had (busy, exiting, or no slot).
 #[cold]
@@ -197,7 +293,11 @@ fn ensure_arena(ts: &ThreadState) -> *const Arena {
         max_alloc: o.max_size,
         recycle: o.region == RegionMode::Process,
     };
-    let got = if exit_hook::install() { reservation::acquire_arena(o.max_arena, o.reserve, cfg) } else { None };
+    let got = if exit_hook::install() {
+        reservation::acquire_arena(o.max_arena, o.reserve, cfg)
+    } else {
+        None
+    };
     let mut flags = ts.flags.get() & !BUSY;
     match got {
         Some(arena) => {
@@ -366,7 +466,9 @@ impl RegionGuard {
     /// Begins a region that ends when the guard is dropped.
     pub fn enter() -> Self {
         region_begin();
-        RegionGuard { _not_send: PhantomData }
+        RegionGuard {
+            _not_send: PhantomData,
+        }
     }
 }
 

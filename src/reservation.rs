@@ -129,7 +129,11 @@ fn init_locked(table: &mut SlotTable, slot_size: usize, reserve_bytes: usize) ->
 
 /// Takes a free slot and builds an arena in it. Reserves the address space on first use.
 /// Returns `None` when no arena can be had; the caller then passes allocations through.
-pub fn acquire_arena(slot_size: usize, reserve_bytes: usize, cfg: ArenaConfig) -> Option<&'static Arena> {
+pub fn acquire_arena(
+    slot_size: usize,
+    reserve_bytes: usize,
+    cfg: ArenaConfig,
+) -> Option<&'static Arena> {
     let mut table = TABLE.lock();
     if !init_locked(&mut table, slot_size, reserve_bytes) {
         ARENA_DENIED.fetch_add(1, Ordering::Relaxed);

@@ -37,7 +37,7 @@ pub unsafe fn alloc(size: usize, align: usize) -> *mut u8 {
 /// `size >= 1`; `align` is a power of two.
 #[inline(always)]
 pub unsafe fn alloc_fast(size: usize, align: usize) -> *mut u8 {
-    let a = region::active_arena(region::state());
+    let a = region::load_active();
     if a.is_null() {
         return ptr::null_mut();
     }
@@ -48,7 +48,7 @@ pub unsafe fn alloc_fast(size: usize, align: usize) -> *mut u8 {
 /// The calling thread's arena when it is inside a region, else null.
 #[inline(always)]
 pub fn active_arena() -> *const Arena {
-    region::active_arena(region::state())
+    region::load_active()
 }
 
 /// Outside a region: whether the pass-through path must call [`alloc_slow`] anyway (the options
@@ -99,23 +99,16 @@ pub fn owns(p: *mut u8) -> bool {
 
 /// The owner thread's fast free: true when `p` was a single-granule block of the calling
 /// thread's own arena and is now freed; false (nothing changed) for anything else, which then
-/// goes to [`free_owned`] or the next allocator. Calls nothing.
+/// goes to [`free_owned`] or the next allocator. One range check against the thread's own
+/// arena replaces the reservation check; calls nothing.
 #[inline(always)]
 pub fn free_fast(p: *mut u8) -> bool {
-    owns(p) && free_fast_owned(p)
-}
-
-/// [`free_fast`] for a pointer already known to lie in the reservation (`owns(p)`).
-#[inline(always)]
-pub fn free_fast_owned(p: *mut u8) -> bool {
-    debug_assert!(owns(p));
-    let own = region::own_arena(region::state());
-    // SAFETY: `p` lies in the reservation (precondition), so masking gives the start of its
-    // slot; comparing addresses dereferences nothing.
-    let slot = unsafe { reservation::slot_of(p) };
-    // SAFETY: when equal, `own` is our live arena and `p` lies in its slot; a free of a block we
-    // did not hand out is the caller's bug, detected as far as the header allows.
-    ptr::eq(own, slot) && unsafe { (*own).try_free_local_fast(p) }
+    let own = region::load_own();
+    // SAFETY: `own` is this thread's arena, alive while the thread runs; `try_free_local_fast`
+    // reads `p`'s header only after checking that `p` lies in that arena's committed data. A
+    // free of a block we did not hand out is the caller's bug, detected as far as the header
+    // allows.
+    !own.is_null() && unsafe { (*own).try_free_local_fast(p) }
 }
 
 /// Frees an arena block, from any thread.
@@ -172,7 +165,11 @@ pub unsafe fn realloc_owned(
     let inside = !region::active_arena(ts).is_null();
     // Grow in place only inside a region: outside, an escaped buffer should leave the arena.
     // SAFETY: our own arena on its owner thread; `p` is live.
-    if mine && inside && (p as usize) % align.max(MIN_ALIGN) == 0 && unsafe { arena.try_resize_in_place(p, new_size) } {
+    if mine
+        && inside
+        && (p as usize) % align.max(MIN_ALIGN) == 0
+        && unsafe { arena.try_resize_in_place(p, new_size) }
+    {
         return p;
     }
     // SAFETY: `p` is live.

@@ -26,16 +26,39 @@ fn free(a: &Arena, p: *mut u8) {
 #[test]
 fn policy_grows_to_the_peak_and_shrinks_with_hysteresis() {
     let g = GRANULE;
-    assert_eq!(resize_policy(4 * g, 10 * g + 1, 10 * g + 1, 1, g), 11 * g, "grow to the granule-rounded peak");
-    assert_eq!(resize_policy(16 * g, 8 * g, 8 * g, 100, g), 16 * g, "no shrink while the peak is above a quarter");
-    assert_eq!(resize_policy(16 * g, g, g, PEAK_HISTORY - 1, g), 16 * g, "no shrink before 8 regions");
-    assert_eq!(resize_policy(64 * g, 2 * g, 4 * g, PEAK_HISTORY, g), 5 * g, "shrink to 1.25 x the recent max");
-    assert_eq!(resize_policy(64 * g, 0, 0, PEAK_HISTORY, 2 * g), 2 * g, "never below the minimum");
+    assert_eq!(
+        resize_policy(4 * g, 10 * g + 1, 10 * g + 1, 1, g),
+        11 * g,
+        "grow to the granule-rounded peak"
+    );
+    assert_eq!(
+        resize_policy(16 * g, 8 * g, 8 * g, 100, g),
+        16 * g,
+        "no shrink while the peak is above a quarter"
+    );
+    assert_eq!(
+        resize_policy(16 * g, g, g, PEAK_HISTORY - 1, g),
+        16 * g,
+        "no shrink before 8 regions"
+    );
+    assert_eq!(
+        resize_policy(64 * g, 2 * g, 4 * g, PEAK_HISTORY, g),
+        5 * g,
+        "shrink to 1.25 x the recent max"
+    );
+    assert_eq!(
+        resize_policy(64 * g, 0, 0, PEAK_HISTORY, 2 * g),
+        2 * g,
+        "never below the minimum"
+    );
 }
 
 #[test]
 fn first_region_overflows_then_the_arena_fits_the_work() {
-    let a = arena(ArenaConfig { initial_capacity: GRANULE, ..Default::default() });
+    let a = arena(ArenaConfig {
+        initial_capacity: GRANULE,
+        ..Default::default()
+    });
     for round in 0..5 {
         let before = a.stats().overflow_allocs;
         let blocks: Vec<_> = (0..1000).map(|i| alloc(a, 100 + i % 50, 16)).collect();
@@ -61,7 +84,10 @@ fn first_region_overflows_then_the_arena_fits_the_work() {
 
 #[test]
 fn capacity_shrinks_after_eight_small_regions_and_gives_memory_back() {
-    let a = arena(ArenaConfig { initial_capacity: GRANULE, ..Default::default() });
+    let a = arena(ArenaConfig {
+        initial_capacity: GRANULE,
+        ..Default::default()
+    });
     let big = alloc(a, 8 << 20, 16);
     // SAFETY: fresh 8 MiB block.
     unsafe { std::ptr::write_bytes(big, 1, 8 << 20) };
@@ -74,12 +100,23 @@ fn capacity_shrinks_after_eight_small_regions_and_gives_memory_back() {
         free(a, p);
         a.reset();
         if i + 1 < PEAK_HISTORY {
-            assert_eq!(a.stats().arena_capacity, grown.arena_capacity, "shrank too early");
+            assert_eq!(
+                a.stats().arena_capacity,
+                grown.arena_capacity,
+                "shrank too early"
+            );
         }
     }
     let shrunk = a.stats();
-    assert!(shrunk.arena_capacity <= 2 * GRANULE as u64, "capacity {} after 8 small regions", shrunk.arena_capacity);
-    assert!(shrunk.arena_committed < grown.arena_committed / 4, "committed memory not given back");
+    assert!(
+        shrunk.arena_capacity <= 2 * GRANULE as u64,
+        "capacity {} after 8 small regions",
+        shrunk.arena_capacity
+    );
+    assert!(
+        shrunk.arena_committed < grown.arena_committed / 4,
+        "committed memory not given back"
+    );
     assert_eq!(shrunk.resizes, grown.resizes + 1);
 }
 
@@ -111,9 +148,15 @@ fn overflow_past_the_slot_spills_and_counts_in_the_high_water() {
     let a = arena(ArenaConfig::default());
     let first = alloc(a, 40 << 20, 16);
     assert!(!first.is_null(), "40 MiB fits a 64 MiB slot");
-    assert!(alloc(a, 40 << 20, 16).is_null(), "the rest of the slot cannot: spill to the next allocator");
+    assert!(
+        alloc(a, 40 << 20, 16).is_null(),
+        "the rest of the slot cannot: spill to the next allocator"
+    );
     assert_eq!(a.stats().spilled_allocs, 1);
-    assert!(a.current_peak() >= 80 << 20, "the spill counts in what the region needed");
+    assert!(
+        a.current_peak() >= 80 << 20,
+        "the spill counts in what the region needed"
+    );
     free(a, first);
     a.reset();
     assert!(a.stats().arena_capacity >= 40 << 20 && a.stats().arena_capacity <= SLOT as u64);
@@ -123,7 +166,10 @@ fn overflow_past_the_slot_spills_and_counts_in_the_high_water() {
 #[test]
 fn impossible_requests_spill_without_skewing_the_peak() {
     let a = arena(ArenaConfig::default());
-    assert!(alloc(a, SLOT, 16).is_null(), "larger than the slot: the next allocator's job");
+    assert!(
+        alloc(a, SLOT, 16).is_null(),
+        "larger than the slot: the next allocator's job"
+    );
     assert!(alloc(a, usize::MAX - 8, 16).is_null());
     assert!(alloc(a, 16, 1 << 40).is_null());
     assert_eq!(a.stats().spilled_allocs, 3);
@@ -134,7 +180,11 @@ fn impossible_requests_spill_without_skewing_the_peak() {
 
 #[test]
 fn size_bounds_send_requests_elsewhere_without_counting_overflow() {
-    let a = arena(ArenaConfig { min_alloc: 64, max_alloc: 1024, ..Default::default() });
+    let a = arena(ArenaConfig {
+        min_alloc: 64,
+        max_alloc: 1024,
+        ..Default::default()
+    });
     assert!(alloc(a, 32, 16).is_null());
     assert!(alloc(a, 2048, 16).is_null());
     assert!(!alloc(a, 64, 16).is_null());
@@ -144,14 +194,20 @@ fn size_bounds_send_requests_elsewhere_without_counting_overflow() {
 
 #[test]
 fn escaped_block_pins_only_its_granule() {
-    let a = arena(ArenaConfig { initial_capacity: GRANULE, ..Default::default() });
+    let a = arena(ArenaConfig {
+        initial_capacity: GRANULE,
+        ..Default::default()
+    });
     let keep = alloc(a, 64, 16);
     // SAFETY: fresh 64-byte block.
     unsafe { std::ptr::write_bytes(keep, 0xAB, 64) };
     for _ in 0..1000 {
         let ps: Vec<_> = (0..50).map(|_| alloc(a, 200, 16)).collect();
         for &p in &ps {
-            assert!(p as usize + 200 <= keep as usize - HEADER || p as usize >= keep as usize + 64, "overlap");
+            assert!(
+                p as usize + 200 <= keep as usize - HEADER || p as usize >= keep as usize + 64,
+                "overlap"
+            );
             // SAFETY: fresh block.
             unsafe { std::ptr::write_bytes(p, 0x11, 200) };
         }
@@ -170,7 +226,10 @@ fn escaped_block_pins_only_its_granule() {
 
 #[test]
 fn nested_checkpoints_give_back_only_what_is_free() {
-    let a = arena(ArenaConfig { initial_capacity: 1 << 20, ..Default::default() });
+    let a = arena(ArenaConfig {
+        initial_capacity: 1 << 20,
+        ..Default::default()
+    });
     let outer = alloc(a, 100, 16);
     a.push_checkpoint();
     let inner = alloc(a, 5000, 16);
@@ -179,7 +238,10 @@ fn nested_checkpoints_give_back_only_what_is_free() {
     free(a, before);
     a.pop_checkpoint();
     let after = alloc(a, 16, 16);
-    assert!((after as usize) < (inner as usize), "nested region memory was not reused");
+    assert!(
+        (after as usize) < (inner as usize),
+        "nested region memory was not reused"
+    );
     // An escape out of a nested region keeps its memory.
     a.push_checkpoint();
     let escaped = alloc(a, 5000, 16);
@@ -187,7 +249,10 @@ fn nested_checkpoints_give_back_only_what_is_free() {
     unsafe { std::ptr::write_bytes(escaped, 7, 5000) };
     a.pop_checkpoint();
     let next = alloc(a, 5000, 16);
-    assert!(next as usize >= escaped as usize + 5000, "escaped nested block handed out again");
+    assert!(
+        next as usize >= escaped as usize + 5000,
+        "escaped nested block handed out again"
+    );
     a.check_invariants().unwrap();
     for p in [outer, after, escaped, next] {
         free(a, p);
@@ -217,18 +282,30 @@ fn double_free_aborts_like_glibc() {
         unreachable!("second free returned");
     }
     let out = std::process::Command::new(std::env::current_exe().unwrap())
-        .args(["double_free_aborts_like_glibc", "--exact", "--nocapture", "--test-threads=1"])
+        .args([
+            "double_free_aborts_like_glibc",
+            "--exact",
+            "--nocapture",
+            "--test-threads=1",
+        ])
         .env("RESIZEALLOC_DOUBLE_FREE_CHILD", "1")
         .output()
         .unwrap();
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(!out.status.success());
-    assert!(err.contains("free(): double free detected"), "stderr: {err}");
+    assert!(
+        err.contains("free(): double free detected"),
+        "stderr: {err}"
+    );
 }
 
 #[test]
 fn process_mode_arena_recycles_freed_granules_without_a_region_end() {
-    let a = arena(ArenaConfig { initial_capacity: 1 << 20, recycle: true, ..Default::default() });
+    let a = arena(ArenaConfig {
+        initial_capacity: 1 << 20,
+        recycle: true,
+        ..Default::default()
+    });
     let long_lived: Vec<_> = (0..16).map(|_| alloc(a, 64, 16)).collect();
     for _ in 0..200_000 {
         let p = alloc(a, 512, 16);
@@ -245,7 +322,11 @@ fn process_mode_arena_recycles_freed_granules_without_a_region_end() {
         }
     }
     a.check_invariants().unwrap();
-    assert!(a.stats().arena_committed <= 4 << 20, "committed {} with ~100 KiB live", a.stats().arena_committed);
+    assert!(
+        a.stats().arena_committed <= 4 << 20,
+        "committed {} with ~100 KiB live",
+        a.stats().arena_committed
+    );
     for p in ring.into_iter().chain(long_lived) {
         free(a, p);
     }
@@ -290,10 +371,18 @@ mod model {
     /// Exact model check: no overlap, contents intact, every granule's live count equals the
     /// number of live blocks (header included) touching it, and the arena's own invariants.
     fn check(a: &Arena, live: &[Block]) {
-        let mut spans: Vec<(usize, usize)> = live.iter().map(|b| (b.ptr as usize - HEADER, b.ptr as usize + b.size)).collect();
+        let mut spans: Vec<(usize, usize)> = live
+            .iter()
+            .map(|b| (b.ptr as usize - HEADER, b.ptr as usize + b.size))
+            .collect();
         spans.sort();
         for w in spans.windows(2) {
-            assert!(w[0].1 <= w[1].0, "live blocks overlap: {:x?} {:x?}", w[0], w[1]);
+            assert!(
+                w[0].1 <= w[1].0,
+                "live blocks overlap: {:x?} {:x?}",
+                w[0],
+                w[1]
+            );
         }
         let mut expected: BTreeMap<usize, u64> = BTreeMap::new();
         for b in live {
@@ -307,7 +396,11 @@ mod model {
             }
         }
         a.for_each_granule(|start, count| {
-            assert_eq!(count, expected.get(&start).copied().unwrap_or(0), "granule {start:#x} count");
+            assert_eq!(
+                count,
+                expected.get(&start).copied().unwrap_or(0),
+                "granule {start:#x} count"
+            );
         });
         a.check_invariants().unwrap();
     }

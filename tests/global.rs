@@ -7,7 +7,10 @@ use std::alloc::{GlobalAlloc, Layout};
 use std::sync::mpsc;
 
 use proptest::prelude::*;
-use resizealloc::{region, region_begin, region_depth, region_end, stats, RegionError, RegionGuard, ResizeAlloc, GRANULE};
+use resizealloc::{
+    region, region_begin, region_depth, region_end, stats, RegionError, RegionGuard, ResizeAlloc,
+    GRANULE,
+};
 
 #[global_allocator]
 static A: ResizeAlloc = ResizeAlloc::new();
@@ -51,7 +54,11 @@ fn nested_regions_reset_only_at_the_outermost_end() {
             });
         }
         assert_eq!(region_depth(), 1);
-        assert_eq!(stats().thread.resizes, resizes, "a nested end resized the arena");
+        assert_eq!(
+            stats().thread.resizes,
+            resizes,
+            "a nested end resized the arena"
+        );
         assert!(outer.iter().all(|&b| b == 1));
         // The nested regions gave their memory back: the outer one is still small.
         assert!(stats().thread.arena_committed < 4 << 20);
@@ -80,7 +87,10 @@ fn a_vec_that_escapes_keeps_its_contents_across_thousands_of_regions() {
             std::hint::black_box(&junk);
         });
     }
-    assert!(escaped.iter().copied().eq(0..1000), "escaped contents were overwritten");
+    assert!(
+        escaped.iter().copied().eq(0..1000),
+        "escaped contents were overwritten"
+    );
     // Growing it outside a region moves it out of the arena.
     let mut escaped = escaped;
     escaped.extend(1000..100_000);
@@ -119,7 +129,10 @@ fn blocks_outlive_the_thread_that_made_them() {
         region(|| std::hint::black_box(vec![0xFFu32; 5000]));
     }
     for (i, v) in kept.iter().enumerate() {
-        assert!(v.iter().all(|&x| x == i as u32), "block of an exited thread was reused");
+        assert!(
+            v.iter().all(|&x| x == i as u32),
+            "block of an exited thread was reused"
+        );
     }
     drop(kept); // the last free releases the orphaned arena
 }
@@ -161,7 +174,10 @@ fn escapes_cost_at_most_one_granule_each() {
     .unwrap();
     let bound = footprint + 101 * GRANULE as u64;
     println!("footprint {footprint} B, worst with escapes {worst} B, bound {bound} B, at end {committed_at_end} B");
-    assert!(worst <= bound, "escapes cost more than a granule each: {worst} > {bound}");
+    assert!(
+        worst <= bound,
+        "escapes cost more than a granule each: {worst} > {bound}"
+    );
 }
 
 #[test]
@@ -169,41 +185,42 @@ fn two_threads_one_million_operations_with_cross_thread_frees() {
     const OPS: usize = 600_000; // per thread: 1.2 million allocations plus their frees
     let (tx_a, rx_b) = mpsc::sync_channel::<Vec<Box<[u64]>>>(64);
     let (tx_b, rx_a) = mpsc::sync_channel::<Vec<Box<[u64]>>>(64);
-    let worker = |tx: mpsc::SyncSender<Vec<Box<[u64]>>>, rx: mpsc::Receiver<Vec<Box<[u64]>>>, seed: u64| {
-        move || {
-            let mut rng = seed;
-            let mut ops = 0;
-            while ops < OPS {
-                let batch: Vec<Box<[u64]>> = region(|| {
-                    let mut keep = Vec::new();
-                    for _ in 0..256 {
-                        rng ^= rng << 13;
-                        rng ^= rng >> 7;
-                        rng ^= rng << 17;
-                        let n = 1 + (rng % 64) as usize;
-                        let b: Box<[u64]> = vec![rng; n].into_boxed_slice();
-                        if rng % 4 == 0 {
-                            keep.push(b);
+    let worker =
+        |tx: mpsc::SyncSender<Vec<Box<[u64]>>>, rx: mpsc::Receiver<Vec<Box<[u64]>>>, seed: u64| {
+            move || {
+                let mut rng = seed;
+                let mut ops = 0;
+                while ops < OPS {
+                    let batch: Vec<Box<[u64]>> = region(|| {
+                        let mut keep = Vec::new();
+                        for _ in 0..256 {
+                            rng ^= rng << 13;
+                            rng ^= rng >> 7;
+                            rng ^= rng << 17;
+                            let n = 1 + (rng % 64) as usize;
+                            let b: Box<[u64]> = vec![rng; n].into_boxed_slice();
+                            if rng % 4 == 0 {
+                                keep.push(b);
+                            }
+                            ops += 1;
                         }
-                        ops += 1;
+                        keep
+                    });
+                    let _ = tx.try_send(batch);
+                    while let Ok(theirs) = rx.try_recv() {
+                        for b in theirs {
+                            assert!(b.iter().all(|&x| x == b[0]), "cross-thread block corrupted");
+                        }
                     }
-                    keep
-                });
-                let _ = tx.try_send(batch);
-                while let Ok(theirs) = rx.try_recv() {
+                }
+                drop(tx);
+                for theirs in rx {
                     for b in theirs {
-                        assert!(b.iter().all(|&x| x == b[0]), "cross-thread block corrupted");
+                        assert!(b.iter().all(|&x| x == b[0]));
                     }
                 }
             }
-            drop(tx);
-            for theirs in rx {
-                for b in theirs {
-                    assert!(b.iter().all(|&x| x == b[0]));
-                }
-            }
-        }
-    };
+        };
     let a = std::thread::spawn(worker(tx_a, rx_a, 0x9E37_79B9_7F4A_7C15));
     let b = std::thread::spawn(worker(tx_b, rx_b, 0xD1B5_4A32_D192_ED03));
     a.join().unwrap();
@@ -216,11 +233,23 @@ fn bad_layouts_get_null_not_a_crash() {
     use std::hint::black_box;
     region(|| {
         // SAFETY: GlobalAlloc contract: a valid layout; huge sizes must fail with null.
-        let p = black_box(unsafe { A.alloc(black_box(Layout::from_size_align(isize::MAX as usize - 4096, 16).unwrap())) });
+        let p = black_box(unsafe {
+            A.alloc(black_box(
+                Layout::from_size_align(isize::MAX as usize - 4096, 16).unwrap(),
+            ))
+        });
         assert!(p.is_null(), "huge size: {p:p}, in arena: {}", in_arena(p));
         // SAFETY: as above.
-        let p = black_box(unsafe { A.alloc(black_box(Layout::from_size_align(1 << 40, 1 << 20).unwrap())) });
-        assert!(p.is_null(), "huge alignment: {p:p}, in arena: {}", in_arena(p));
+        let p = black_box(unsafe {
+            A.alloc(black_box(
+                Layout::from_size_align(1 << 40, 1 << 20).unwrap(),
+            ))
+        });
+        assert!(
+            p.is_null(),
+            "huge alignment: {p:p}, in arena: {}",
+            in_arena(p)
+        );
     });
 }
 
@@ -264,7 +293,10 @@ fn repeated_work_has_zero_overflow_after_the_first_region() {
         };
         region(work);
         let s = stats().thread;
-        assert!(s.overflow_allocs > 0, "the first region should overflow the initial 64 KiB");
+        assert!(
+            s.overflow_allocs > 0,
+            "the first region should overflow the initial 64 KiB"
+        );
         for _ in 0..100 {
             region(work);
         }
@@ -309,10 +341,18 @@ fn check_block(b: &Block) {
 }
 
 fn check_model(live: &[Block]) {
-    let mut spans: Vec<(usize, usize)> = live.iter().map(|b| (b.ptr as usize, b.ptr as usize + b.layout.size())).collect();
+    let mut spans: Vec<(usize, usize)> = live
+        .iter()
+        .map(|b| (b.ptr as usize, b.ptr as usize + b.layout.size()))
+        .collect();
     spans.sort();
     for w in spans.windows(2) {
-        assert!(w[0].1 <= w[1].0, "live blocks overlap: {:x?} {:x?}", w[0], w[1]);
+        assert!(
+            w[0].1 <= w[1].0,
+            "live blocks overlap: {:x?} {:x?}",
+            w[0],
+            w[1]
+        );
     }
     for b in live {
         check_block(b);
@@ -323,7 +363,10 @@ fn check_model(live: &[Block]) {
         if in_arena(b.ptr) {
             // SAFETY: a live arena block.
             let arena = unsafe { resizealloc::reservation::arena_of(b.ptr) };
-            assert!(arena.live_at(b.ptr as usize) > 0 && arena.live_at(b.ptr as usize + b.layout.size() - 1) > 0);
+            assert!(
+                arena.live_at(b.ptr as usize) > 0
+                    && arena.live_at(b.ptr as usize + b.layout.size() - 1) > 0
+            );
             arena.check_invariants().unwrap();
         }
     }

@@ -19,7 +19,11 @@ use resizealloc::{options, reservation};
 /// Runs when the library is loaded, after libc is initialised: reads `RESIZEALLOC_*` (unless
 /// the first allocation already did), installs the fork handlers and the exit summary.
 extern "C" fn init() {
-    let o = if resizealloc::region::options_ready() { options::get() } else { options::init_from_env() };
+    let o = if resizealloc::region::options_ready() {
+        options::get()
+    } else {
+        options::init_from_env()
+    };
     if o.verbose {
         report::options_banner(&o);
     }

@@ -60,11 +60,11 @@ fn malloc_slow(size: usize) -> *mut c_void {
 /// one cold call.
 #[no_mangle]
 pub extern "C" fn free(p: *mut c_void) {
-    if router::owns(p as *mut u8) {
-        if !router::free_fast_owned(p as *mut u8) {
-            free_slow(p);
-        }
+    if router::free_fast(p as *mut u8) {
         return;
+    }
+    if router::owns(p as *mut u8) {
+        return free_slow(p);
     }
     if !p.is_null() {
         real::free(p);
@@ -117,7 +117,11 @@ pub extern "C" fn realloc(p: *mut c_void, size: usize) -> *mut c_void {
     }
     if router::owns(p as *mut u8) {
         // SAFETY: a live arena block; size >= 1; MIN_ALIGN is a power of two.
-        let q = unsafe { router::realloc_owned(p as *mut u8, size, MIN_ALIGN, |s, _| real::malloc(s) as *mut u8) };
+        let q = unsafe {
+            router::realloc_owned(p as *mut u8, size, MIN_ALIGN, |s, _| {
+                real::malloc(s) as *mut u8
+            })
+        };
         if q.is_null() {
             set_errno(libc::ENOMEM);
         }
@@ -127,7 +131,9 @@ pub extern "C" fn realloc(p: *mut c_void, size: usize) -> *mut c_void {
         let q = malloc(size);
         if !q.is_null() {
             // SAFETY: both blocks are live and at least `min(old, size)` long.
-            unsafe { ptr::copy_nonoverlapping(p as *const u8, q as *mut u8, real::boot_size(p).min(size)) };
+            unsafe {
+                ptr::copy_nonoverlapping(p as *const u8, q as *mut u8, real::boot_size(p).min(size))
+            };
         }
         return q;
     }

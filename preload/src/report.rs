@@ -11,7 +11,10 @@ pub struct Line {
 
 impl Line {
     pub fn new() -> Self {
-        Line { buf: [0; 512], len: 0 }
+        Line {
+            buf: [0; 512],
+            len: 0,
+        }
     }
 
     pub fn text(&mut self, s: &str) -> &mut Self {
@@ -112,7 +115,11 @@ pub fn options_banner(o: &resizealloc::options::Options) {
         resizealloc::options::RegionMode::Off => "off",
     };
     let mut l = Line::new();
-    l.text("resizealloc: region=").text(mode).text(" min_size=").num(o.min_size as u64).text(" max_size=");
+    l.text("resizealloc: region=")
+        .text(mode)
+        .text(" min_size=")
+        .num(o.min_size as u64)
+        .text(" max_size=");
     if o.max_size == usize::MAX {
         l.text("unlimited");
     } else {

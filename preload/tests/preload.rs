@@ -20,7 +20,11 @@ fn library() -> PathBuf {
         return PathBuf::from(p);
     }
     let so = target_profile_dir().join("libresizealloc.so");
-    assert!(so.exists(), "{} is missing: build it with `cargo build -p resizealloc-preload`", so.display());
+    assert!(
+        so.exists(),
+        "{} is missing: build it with `cargo build -p resizealloc-preload`",
+        so.display()
+    );
     so
 }
 
@@ -39,14 +43,17 @@ fn compile(name: &str) -> PathBuf {
     let src = manifest.join("tests/c").join(format!("{name}.c"));
     let exe = work_dir().join(name);
     let status = Command::new("cc")
-                // -fno-builtin: gcc would otherwise drop malloc/free pairs whose memory is never used.
+        // -fno-builtin: gcc would otherwise drop malloc/free pairs whose memory is never used.
         .args(["-O1", "-g", "-Wall", "-fno-builtin", "-pthread", "-I"])
         .arg(manifest.join("include"))
         .arg(&src)
         .arg("-o")
         .arg(&exe)
         .arg(format!("-L{}", library().parent().unwrap().display()))
-        .arg(format!("-Wl,-rpath,{}", library().parent().unwrap().display()))
+        .arg(format!(
+            "-Wl,-rpath,{}",
+            library().parent().unwrap().display()
+        ))
         .arg("-lresizealloc")
         .arg("-ldl")
         .status()
@@ -102,8 +109,17 @@ fn fork_inside_a_region() {
 fn double_free_aborts_with_glibcs_message() {
     let out = preloaded(Command::new(compile("double_free")), &[]);
     use std::os::unix::process::ExitStatusExt;
-    assert_eq!(out.status.signal(), Some(libc_sigabrt()), "status {:?}", out.status);
-    assert!(text(&out.stderr).contains("free(): double free detected"), "stderr: {}", text(&out.stderr));
+    assert_eq!(
+        out.status.signal(),
+        Some(libc_sigabrt()),
+        "status {:?}",
+        out.status
+    );
+    assert!(
+        text(&out.stderr).contains("free(): double free detected"),
+        "stderr: {}",
+        text(&out.stderr)
+    );
 }
 
 fn libc_sigabrt() -> i32 {
@@ -113,9 +129,15 @@ fn libc_sigabrt() -> i32 {
 #[test]
 fn regions_on_top_of_mimalloc() {
     let mimalloc = Path::new("/usr/lib/x86_64-linux-gnu/libmimalloc.so.2");
-    assert!(mimalloc.exists(), "libmimalloc.so.2 missing: apt-get install libmimalloc2.0 (.ci/run does)");
+    assert!(
+        mimalloc.exists(),
+        "libmimalloc.so.2 missing: apt-get install libmimalloc2.0 (.ci/run does)"
+    );
     let mut cmd = Command::new(compile("chain"));
-    cmd.env("LD_PRELOAD", format!("{} {}", library().display(), mimalloc.display()));
+    cmd.env(
+        "LD_PRELOAD",
+        format!("{} {}", library().display(), mimalloc.display()),
+    );
     let out = cmd.output().unwrap();
     assert_ok(&out, "chain.c");
 }
@@ -124,7 +146,12 @@ fn envcheck(env: &[(&str, &str)]) -> (String, String) {
     static EXE: OnceLock<PathBuf> = OnceLock::new();
     let exe = EXE.get_or_init(|| compile("envcheck"));
     let out = preloaded(Command::new(exe), env);
-    assert!(out.status.success(), "envcheck {:?}: {}", env, text(&out.stderr));
+    assert!(
+        out.status.success(),
+        "envcheck {:?}: {}",
+        env,
+        text(&out.stderr)
+    );
     (text(&out.stdout).trim().to_string(), text(&out.stderr))
 }
 
@@ -133,14 +160,29 @@ fn environment_controls_routing() {
     let (o, _) = envcheck(&[]);
     assert_eq!(o, "unmarked 0 small 1 large 1 end 0 depth 0");
     let (o, _) = envcheck(&[("RESIZEALLOC_REGION", "off")]);
-    assert_eq!(o, "unmarked 0 small 0 large 0 end 0 depth 0", "off must ignore the markers");
+    assert_eq!(
+        o, "unmarked 0 small 0 large 0 end 0 depth 0",
+        "off must ignore the markers"
+    );
     let (o, _) = envcheck(&[("RESIZEALLOC_REGION", "process")]);
-    assert!(o.starts_with("unmarked 1 small 1 large 1"), "process mode: {o}");
+    assert!(
+        o.starts_with("unmarked 1 small 1 large 1"),
+        "process mode: {o}"
+    );
     let (o, _) = envcheck(&[("RESIZEALLOC_MAX_SIZE", "64K")]);
-    assert_eq!(o, "unmarked 0 small 1 large 0 end 0 depth 0", "max size bound");
+    assert_eq!(
+        o, "unmarked 0 small 1 large 0 end 0 depth 0",
+        "max size bound"
+    );
     let (o, _) = envcheck(&[("RESIZEALLOC_MIN_SIZE", "4K")]);
-    assert_eq!(o, "unmarked 0 small 0 large 1 end 0 depth 0", "min size bound");
-    let (o, _) = envcheck(&[("RESIZEALLOC_INITIAL_ARENA", "4M"), ("RESIZEALLOC_MAX_ARENA", "8M")]);
+    assert_eq!(
+        o, "unmarked 0 small 0 large 1 end 0 depth 0",
+        "min size bound"
+    );
+    let (o, _) = envcheck(&[
+        ("RESIZEALLOC_INITIAL_ARENA", "4M"),
+        ("RESIZEALLOC_MAX_ARENA", "8M"),
+    ]);
     assert_eq!(o, "unmarked 0 small 1 large 1 end 0 depth 0");
 }
 
@@ -153,8 +195,17 @@ fn garbage_environment_warns_once_and_keeps_defaults() {
         ("RESIZEALLOC_STATS", "maybe"),
     ]);
     assert_eq!(o, "unmarked 0 small 1 large 1 end 0 depth 0");
-    for name in ["RESIZEALLOC_REGION=sometimes", "RESIZEALLOC_MIN_SIZE=lots", "RESIZEALLOC_MAX_ARENA=12Q", "RESIZEALLOC_STATS=maybe"] {
-        assert_eq!(err.matches(name).count(), 1, "one warning for {name}: {err}");
+    for name in [
+        "RESIZEALLOC_REGION=sometimes",
+        "RESIZEALLOC_MIN_SIZE=lots",
+        "RESIZEALLOC_MAX_ARENA=12Q",
+        "RESIZEALLOC_STATS=maybe",
+    ] {
+        assert_eq!(
+            err.matches(name).count(),
+            1,
+            "one warning for {name}: {err}"
+        );
     }
 }
 
@@ -225,21 +276,41 @@ fn same_with_and_without(argv: &[&str], stdin: Option<&Path>, dir: Option<&Path>
         if let Some(f) = stdin {
             cmd.stdin(std::fs::File::open(f).unwrap());
         }
-        cmd.env("GIT_AUTHOR_DATE", "2026-01-01T00:00:00Z").env("GIT_COMMITTER_DATE", "2026-01-01T00:00:00Z");
+        cmd.env("GIT_AUTHOR_DATE", "2026-01-01T00:00:00Z")
+            .env("GIT_COMMITTER_DATE", "2026-01-01T00:00:00Z");
         if preload {
-            cmd.env("LD_PRELOAD", library()).env("RESIZEALLOC_REGION", "process");
+            cmd.env("LD_PRELOAD", library())
+                .env("RESIZEALLOC_REGION", "process");
         }
         cmd.output().unwrap()
     };
     let plain = run(false);
     let with = run(true);
-    assert_eq!(plain.status.code(), with.status.code(), "{argv:?}: exit codes differ; stderr:\n{}", text(&with.stderr));
-    assert!(plain.stdout == with.stdout, "{argv:?}: stdout differs ({} vs {} bytes)", plain.stdout.len(), with.stdout.len());
-    assert!(plain.stderr == with.stderr, "{argv:?}: stderr differs:\n{}\n---\n{}", text(&plain.stderr), text(&with.stderr));
+    assert_eq!(
+        plain.status.code(),
+        with.status.code(),
+        "{argv:?}: exit codes differ; stderr:\n{}",
+        text(&with.stderr)
+    );
+    assert!(
+        plain.stdout == with.stdout,
+        "{argv:?}: stdout differs ({} vs {} bytes)",
+        plain.stdout.len(),
+        with.stdout.len()
+    );
+    assert!(
+        plain.stderr == with.stderr,
+        "{argv:?}: stderr differs:\n{}\n---\n{}",
+        text(&plain.stderr),
+        text(&with.stderr)
+    );
 }
 
 fn python() -> String {
-    let out = Command::new("python3").args(["-c", "import sys; print(sys.executable)"]).output().unwrap();
+    let out = Command::new("python3")
+        .args(["-c", "import sys; print(sys.executable)"])
+        .output()
+        .unwrap();
     text(&out.stdout).trim().to_string()
 }
 
@@ -288,19 +359,35 @@ for name in sys.argv[1:]:
     )
     .unwrap();
     let py = python();
-    let modules = ["test.test_json", "test.test_re", "test.test_collections", "test.test_heapq", "test.test_bisect", "test.test_struct", "test.test_string"];
+    let modules = [
+        "test.test_json",
+        "test.test_re",
+        "test.test_collections",
+        "test.test_heapq",
+        "test.test_bisect",
+        "test.test_struct",
+        "test.test_string",
+    ];
     let mut argv = vec![py.as_str(), runner.to_str().unwrap()];
     argv.extend(modules);
     same_with_and_without(&argv, None, None);
 }
 
 fn have(tool: &str) -> bool {
-    Command::new("sh").arg("-c").arg(format!("command -v {tool}")).output().map(|o| o.status.success()).unwrap_or(false)
+    Command::new("sh")
+        .arg("-c")
+        .arg(format!("command -v {tool}"))
+        .output()
+        .map(|o| o.status.success())
+        .unwrap_or(false)
 }
 
 #[test]
 fn sqlite3_workload_is_identical() {
-    assert!(have("sqlite3"), "sqlite3 missing: apt-get install sqlite3 (.ci/run does)");
+    assert!(
+        have("sqlite3"),
+        "sqlite3 missing: apt-get install sqlite3 (.ci/run does)"
+    );
     let sql = work_dir().join("workload.sql");
     std::fs::write(
         &sql,
@@ -325,7 +412,12 @@ fn big_text_file() -> PathBuf {
             x ^= x << 13;
             x ^= x >> 7;
             x ^= x << 17;
-            s.push_str(&format!("{:016x} line {} {}\n", x, i, "lorem ipsum dolor ".repeat((x % 5) as usize)));
+            s.push_str(&format!(
+                "{:016x} line {} {}\n",
+                x,
+                i,
+                "lorem ipsum dolor ".repeat((x % 5) as usize)
+            ));
         }
         std::fs::write(&f, s).unwrap();
     }
@@ -334,11 +426,18 @@ fn big_text_file() -> PathBuf {
 
 #[test]
 fn xz_round_trip_is_identical() {
-    assert!(have("xz"), "xz missing: apt-get install xz-utils (.ci/run does)");
+    assert!(
+        have("xz"),
+        "xz missing: apt-get install xz-utils (.ci/run does)"
+    );
     let f = big_text_file();
     same_with_and_without(&["xz", "-4", "-T1", "-c"], Some(&f), None);
     let packed = work_dir().join("big.txt.xz");
-    let out = Command::new("xz").args(["-4", "-T1", "-c"]).stdin(std::fs::File::open(&f).unwrap()).output().unwrap();
+    let out = Command::new("xz")
+        .args(["-4", "-T1", "-c"])
+        .stdin(std::fs::File::open(&f).unwrap())
+        .output()
+        .unwrap();
     std::fs::write(&packed, out.stdout).unwrap();
     same_with_and_without(&["xz", "-d", "-c"], Some(&packed), None);
 }
@@ -346,7 +445,11 @@ fn xz_round_trip_is_identical() {
 #[test]
 fn sort_of_a_large_file_is_identical() {
     let f = big_text_file();
-    same_with_and_without(&["sort", "-S", "16M", "--parallel=2", f.to_str().unwrap()], None, None);
+    same_with_and_without(
+        &["sort", "-S", "16M", "--parallel=2", f.to_str().unwrap()],
+        None,
+        None,
+    );
 }
 
 #[test]
@@ -356,16 +459,47 @@ fn git_is_identical() {
     let _ = std::fs::remove_dir_all(&repo);
     std::fs::create_dir_all(&repo).unwrap();
     let git = |args: &[&str]| {
-        let out = Command::new("git").args(args).current_dir(&repo).env("GIT_AUTHOR_DATE", "2026-01-01T00:00:00Z").env("GIT_COMMITTER_DATE", "2026-01-01T00:00:00Z").output().unwrap();
+        let out = Command::new("git")
+            .args(args)
+            .current_dir(&repo)
+            .env("GIT_AUTHOR_DATE", "2026-01-01T00:00:00Z")
+            .env("GIT_COMMITTER_DATE", "2026-01-01T00:00:00Z")
+            .output()
+            .unwrap();
         assert!(out.status.success(), "git {args:?}: {}", text(&out.stderr));
     };
     git(&["init", "-q", "-b", "main"]);
     for i in 0..30 {
-        std::fs::write(repo.join(format!("f{}.txt", i % 7)), format!("{}\n", "content ".repeat(i * 50))).unwrap();
+        std::fs::write(
+            repo.join(format!("f{}.txt", i % 7)),
+            format!("{}\n", "content ".repeat(i * 50)),
+        )
+        .unwrap();
         git(&["add", "-A"]);
-        git(&["-c", "user.name=t", "-c", "user.email=t@example.invalid", "commit", "-q", "-m", &format!("commit {i}")]);
+        git(&[
+            "-c",
+            "user.name=t",
+            "-c",
+            "user.email=t@example.invalid",
+            "commit",
+            "-q",
+            "-m",
+            &format!("commit {i}"),
+        ]);
     }
-    same_with_and_without(&["git", "log", "--stat", "-p", "--no-color"], None, Some(&repo));
-    same_with_and_without(&["git", "fsck", "--full", "--no-progress"], None, Some(&repo));
-    same_with_and_without(&["git", "diff", "HEAD~20", "HEAD", "--no-color"], None, Some(&repo));
+    same_with_and_without(
+        &["git", "log", "--stat", "-p", "--no-color"],
+        None,
+        Some(&repo),
+    );
+    same_with_and_without(
+        &["git", "fsck", "--full", "--no-progress"],
+        None,
+        Some(&repo),
+    );
+    same_with_and_without(
+        &["git", "diff", "HEAD~20", "HEAD", "--no-color"],
+        None,
+        Some(&repo),
+    );
 }
