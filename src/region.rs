@@ -30,9 +30,9 @@ const DENIED: u8 = 8;
 /// inside a region (explicit, or process mode) and holds an arena.
 #[repr(C)]
 pub struct ThreadState {
-    /// Offset 0 (read directly with an fs-relative load on x86-64 Linux).
+    /// Offset 0 (read directly by `load_active` on x86-64 Linux).
     active: Cell<*const Arena>,
-    /// Offset 8 (likewise).
+    /// Offset 8 (read directly by `load_own`).
     arena: Cell<*const Arena>,
     depth: Cell<u32>,
     flags: Cell<u8>,
@@ -203,28 +203,13 @@ pub(crate) fn load_active() -> *const Arena {
         target_os = "linux",
         not(feature = "tls-thread-local")
     ))]
-    {
-        let a: *const Arena;
-        // SAFETY: reads offset 0 (`active`) of this thread's state block (see `state`); the
-        // value is only ever written by this thread.
-        unsafe {
-            core::arch::asm!(
-                "mov {a}, qword ptr [rip + resizealloc_thread_state@GOTTPOFF]",
-                "mov {a}, qword ptr fs:[{a}]",
-                a = out(reg) a,
-                options(pure, readonly, nostack, preserves_flags),
-            );
-        }
-        a
-    }
+    return load_state_word::<0>();
     #[cfg(not(all(
         target_arch = "x86_64",
         target_os = "linux",
         not(feature = "tls-thread-local")
     )))]
-    {
-        active_arena(state())
-    }
+    return active_arena(state());
 }
 
 /// `own_arena(state())` in one fs-relative load (x86-64 Linux), else through `state()`.
@@ -235,28 +220,42 @@ pub(crate) fn load_own() -> *const Arena {
         target_os = "linux",
         not(feature = "tls-thread-local")
     ))]
-    {
-        let a: *const Arena;
-        // SAFETY: reads offset 8 (`arena`) of this thread's state block (see `state`); the value
-        // is only ever written by this thread.
-        unsafe {
-            core::arch::asm!(
-                "mov {a}, qword ptr [rip + resizealloc_thread_state@GOTTPOFF]",
-                "mov {a}, qword ptr fs:[{a} + 8]",
-                a = out(reg) a,
-                options(pure, readonly, nostack, preserves_flags),
-            );
-        }
-        a
-    }
+    return load_state_word::<8>();
     #[cfg(not(all(
         target_arch = "x86_64",
         target_os = "linux",
         not(feature = "tls-thread-local")
     )))]
-    {
-        own_arena(state())
+    return own_arena(state());
+}
+
+const _: () = assert!(
+    core::mem::offset_of!(ThreadState, active) == 0
+        && core::mem::offset_of!(ThreadState, arena) == 8,
+    "load_active/load_own read these offsets"
+);
+
+/// Reads the pointer at byte `OFFSET` of this thread's state block with one fs-relative load.
+#[cfg(all(
+    target_arch = "x86_64",
+    target_os = "linux",
+    not(feature = "tls-thread-local")
+))]
+#[inline(always)]
+fn load_state_word<const OFFSET: usize>() -> *const Arena {
+    let a: *const Arena;
+    // SAFETY: reads a pointer field (`active` at 0, `arena` at 8; `ThreadState` is repr(C)) of
+    // this thread's state block (see `state`); only this thread ever writes it.
+    unsafe {
+        core::arch::asm!(
+            "mov {a}, qword ptr [rip + resizealloc_thread_state@GOTTPOFF]",
+            "mov {a}, qword ptr fs:[{a} + {off}]",
+            a = out(reg) a,
+            off = const OFFSET,
+            options(pure, readonly, nostack, preserves_flags),
+        );
     }
+    a
 }
 
 /// Process mode: make the thread's allocations go to its arena from now on. Returns the arena
