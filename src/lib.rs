@@ -3,6 +3,7 @@
 #![deny(unsafe_op_in_unsafe_fn)]
 
 pub mod arena;
+pub mod device;
 mod global;
 pub mod options;
 pub mod os;

@@ -1,0 +1,563 @@
+//! `DevicePool`: suballocation of big driver blocks (*segments*) with a coalescing best fit in
+//! 512-byte granules, reuse rules equal to the real API, and ResizeBuffer-style resizing.
+//!
+//! # Invariants
+//! * The blocks of a segment tile it exactly, in address order; no two neighbours in the same
+//!   segment are both `Free` (they are merged).
+//! * `free_index` holds exactly the `Free` blocks of segments that are not retiring.
+//! * `stream_free` holds exactly the `AsyncFree` blocks; `pending` exactly the `Pending` ones.
+//! * `Segment::busy` counts the blocks of the segment that are not `Free`.
+//! * `in_use` is the sum of the sizes of `Used` blocks.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use super::{Backend, DevPtr, StreamId};
+
+/// Allocation unit: every block size is a multiple of it (CuPy uses the same).
+pub const GRANULE: usize = 512;
+/// Smallest segment asked from the driver.
+pub const MIN_SEGMENT: usize = 2 << 20;
+
+/// Why a pool call failed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum PoolError<E> {
+    /// A request for 0 bytes (`cuMemAlloc` answers `CUDA_ERROR_INVALID_VALUE`, `cudaMalloc`
+    /// succeeds with a null pointer; the hooks decide).
+    ZeroSize,
+    /// Not the start of a live block of this pool: unknown pointer or double free.
+    InvalidPointer,
+    /// The driver's own error (out of memory after trimming, or anything else).
+    Backend(E),
+}
+
+/// The pool's figures.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct PoolStats {
+    /// Bytes held from the driver.
+    pub reserved: u64,
+    /// Bytes in live blocks.
+    pub in_use: u64,
+    /// Bytes the last completed outermost region needed at its peak.
+    pub high_water: u64,
+    /// Segments a region had to add beyond what the pool planned for it.
+    pub overflow_blocks: u64,
+    /// Segments held now.
+    pub segments: u64,
+    /// Synchronisations the pool did itself (one per batch of frees it needed back).
+    pub own_syncs: u64,
+    /// Synchronisations the program did and the pool was told about.
+    pub observed_syncs: u64,
+    /// Segments asked from the driver over the pool's life.
+    pub driver_allocs: u64,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum State {
+    /// Reusable by anyone.
+    Free,
+    /// Handed out.
+    Used,
+    /// Freed with synchronous semantics; reusable after the next synchronisation.
+    Pending,
+    /// Freed with `cudaFreeAsync` on this stream: reusable at once there, elsewhere after a sync.
+    AsyncFree(StreamId),
+}
+
+#[derive(Clone, Copy, Debug)]
+struct Block {
+    size: usize,
+    segment: DevPtr,
+    state: State,
+}
+
+#[derive(Clone, Copy, Debug)]
+struct Segment {
+    size: usize,
+    /// Blocks that are not `Free`.
+    busy: usize,
+    /// Planned away by a resize: handed back once empty, never allocated from again.
+    retiring: bool,
+}
+
+/// A device memory pool over one backend (one per device/context).
+pub struct DevicePool<B: Backend> {
+    backend: B,
+    segments: BTreeMap<DevPtr, Segment>,
+    blocks: BTreeMap<DevPtr, Block>,
+    free_index: BTreeSet<(usize, DevPtr)>,
+    stream_free: BTreeSet<(StreamId, usize, DevPtr)>,
+    pending: Vec<DevPtr>,
+    in_use: usize,
+    region_depth: u32,
+    region_peak: usize,
+    /// Size of the one segment the next growth should ask for (set by a resize).
+    planned_segment: usize,
+    stats: PoolStats,
+}
+
+const fn round_up(n: usize, to: usize) -> Option<usize> {
+    match n.checked_add(to - 1) {
+        Some(x) => Some(x / to * to),
+        None => None,
+    }
+}
+
+impl<B: Backend> DevicePool<B> {
+    /// An empty pool over `backend`.
+    pub fn new(backend: B) -> Self {
+        DevicePool {
+            backend,
+            segments: BTreeMap::new(),
+            blocks: BTreeMap::new(),
+            free_index: BTreeSet::new(),
+            stream_free: BTreeSet::new(),
+            pending: Vec::new(),
+            in_use: 0,
+            region_depth: 0,
+            region_peak: 0,
+            planned_segment: 0,
+            stats: PoolStats::default(),
+        }
+    }
+
+    /// The backend (for its counters in tests).
+    pub fn backend(&self) -> &B {
+        &self.backend
+    }
+
+    /// The pool's figures.
+    pub fn stats(&self) -> PoolStats {
+        let mut s = self.stats;
+        s.reserved = self.segments.values().map(|g| g.size as u64).sum();
+        s.in_use = self.in_use as u64;
+        s.segments = self.segments.len() as u64;
+        s
+    }
+
+    // ------------------------------------------------------------------ allocation
+
+    /// Allocates `size` bytes for use on `stream`.
+    pub fn alloc(&mut self, size: usize, stream: StreamId) -> Result<DevPtr, PoolError<B::Error>> {
+        if size == 0 {
+            return Err(PoolError::ZeroSize);
+        }
+        let Some(need) = round_up(size, GRANULE) else {
+            return Err(self.out_of_memory_error(usize::MAX));
+        };
+        if let Some(p) = self.take_from_stream(need, stream) {
+            return Ok(p);
+        }
+        if let Some(p) = self.take_free(need) {
+            return Ok(p);
+        }
+        // Blocks freed since the last sync may be enough: one sync for the whole batch.
+        if !self.pending.is_empty() || !self.stream_free.is_empty() {
+            self.backend.synchronize().map_err(PoolError::Backend)?;
+            self.stats.own_syncs += 1;
+            self.reclaim();
+            if let Some(p) = self.take_free(need) {
+                return Ok(p);
+            }
+        }
+        self.grow(need)?;
+        Ok(self
+            .take_free(need)
+            .expect("a fresh segment fits the request"))
+    }
+
+    /// Best fit among blocks freed asynchronously on `stream` itself.
+    fn take_from_stream(&mut self, need: usize, stream: StreamId) -> Option<DevPtr> {
+        let &(s, size, ptr) = self.stream_free.range((stream, need, 0)..).next()?;
+        if s != stream {
+            return None;
+        }
+        self.stream_free.remove(&(s, size, ptr));
+        let rest = size - need;
+        if rest >= GRANULE {
+            // The remainder stays reusable on the same stream.
+            let seg = self.blocks[&ptr].segment;
+            self.blocks.insert(
+                ptr + need as DevPtr,
+                Block {
+                    size: rest,
+                    segment: seg,
+                    state: State::AsyncFree(stream),
+                },
+            );
+            self.segments
+                .get_mut(&seg)
+                .expect("segment of a block")
+                .busy += 1;
+            self.stream_free
+                .insert((stream, rest, ptr + need as DevPtr));
+            self.blocks.get_mut(&ptr).expect("block").size = need;
+        }
+        let b = self.blocks.get_mut(&ptr).expect("block");
+        b.state = State::Used;
+        let size = b.size;
+        self.note_use(size);
+        Some(ptr)
+    }
+
+    /// Best fit among free blocks; splits off the rest.
+    fn take_free(&mut self, need: usize) -> Option<DevPtr> {
+        let &(size, ptr) = self.free_index.range((need, 0)..).next()?;
+        self.free_index.remove(&(size, ptr));
+        let seg = self.blocks[&ptr].segment;
+        if size > need {
+            let rest = ptr + need as DevPtr;
+            self.blocks.insert(
+                rest,
+                Block {
+                    size: size - need,
+                    segment: seg,
+                    state: State::Free,
+                },
+            );
+            self.free_index.insert((size - need, rest));
+        }
+        self.blocks.insert(
+            ptr,
+            Block {
+                size: need,
+                segment: seg,
+                state: State::Used,
+            },
+        );
+        self.segments
+            .get_mut(&seg)
+            .expect("segment of a block")
+            .busy += 1;
+        self.note_use(need);
+        Some(ptr)
+    }
+
+    fn note_use(&mut self, size: usize) {
+        self.in_use += size;
+        if self.in_use > self.region_peak {
+            self.region_peak = self.in_use;
+        }
+    }
+
+    /// Adds a segment that fits `need`: the planned size when a resize asked for one, else at
+    /// least `MIN_SEGMENT`. Out of memory: hand back empty segments and retry with exactly
+    /// `need`; only then fail with the driver's error.
+    fn grow(&mut self, need: usize) -> Result<(), PoolError<B::Error>> {
+        let planned = std::mem::take(&mut self.planned_segment);
+        let size = round_up(need.max(planned).max(MIN_SEGMENT), MIN_SEGMENT).unwrap_or(need);
+        if self.region_depth > 0 && planned == 0 && !self.segments.is_empty() {
+            self.stats.overflow_blocks += 1;
+        }
+        let base = match self.backend.alloc(size) {
+            Ok(base) => base,
+            Err(e) if self.backend.is_out_of_memory(&e) => {
+                if !self.pending.is_empty() || !self.stream_free.is_empty() {
+                    self.backend.synchronize().map_err(PoolError::Backend)?;
+                    self.stats.own_syncs += 1;
+                    self.reclaim();
+                }
+                self.release_empty(true);
+                match self.backend.alloc(need) {
+                    Ok(base) => {
+                        self.add_segment(base, need);
+                        return Ok(());
+                    }
+                    Err(e) => return Err(PoolError::Backend(e)),
+                }
+            }
+            Err(e) => return Err(PoolError::Backend(e)),
+        };
+        self.add_segment(base, size);
+        Ok(())
+    }
+
+    fn add_segment(&mut self, base: DevPtr, size: usize) {
+        self.stats.driver_allocs += 1;
+        self.segments.insert(
+            base,
+            Segment {
+                size,
+                busy: 0,
+                retiring: false,
+            },
+        );
+        self.blocks.insert(
+            base,
+            Block {
+                size,
+                segment: base,
+                state: State::Free,
+            },
+        );
+        self.free_index.insert((size, base));
+    }
+
+    fn out_of_memory_error(&mut self, size: usize) -> PoolError<B::Error> {
+        match self.backend.alloc(size) {
+            Err(e) => PoolError::Backend(e),
+            Ok(p) => {
+                // Cannot happen for usize::MAX; give it back if a driver ever says yes.
+                let _ = self.backend.free(p);
+                PoolError::ZeroSize
+            }
+        }
+    }
+
+    // ------------------------------------------------------------------ free
+
+    /// Frees `ptr` with synchronous semantics (`cudaFree`, `cuMemFree`): reusable after the next
+    /// synchronisation.
+    pub fn free(&mut self, ptr: DevPtr) -> Result<(), PoolError<B::Error>> {
+        let size = self.release_used(ptr, State::Pending)?;
+        self.pending.push(ptr);
+        self.in_use -= size;
+        Ok(())
+    }
+
+    /// Frees `ptr` with stream-ordered semantics (`cudaFreeAsync(ptr, stream)`).
+    pub fn free_async(&mut self, ptr: DevPtr, stream: StreamId) -> Result<(), PoolError<B::Error>> {
+        let size = self.release_used(ptr, State::AsyncFree(stream))?;
+        self.stream_free.insert((stream, size, ptr));
+        self.in_use -= size;
+        Ok(())
+    }
+
+    fn release_used(&mut self, ptr: DevPtr, to: State) -> Result<usize, PoolError<B::Error>> {
+        match self.blocks.get_mut(&ptr) {
+            Some(b) if b.state == State::Used => {
+                b.state = to;
+                Ok(b.size)
+            }
+            _ => Err(PoolError::InvalidPointer),
+        }
+    }
+
+    /// The program synchronised the device (`cudaDeviceSynchronize`, `cuCtxSynchronize`, …):
+    /// everything freed before is safe to hand out again.
+    pub fn on_synchronize(&mut self) {
+        self.stats.observed_syncs += 1;
+        self.reclaim();
+    }
+
+    fn reclaim(&mut self) {
+        let pending = std::mem::take(&mut self.pending);
+        let streams = std::mem::take(&mut self.stream_free);
+        for ptr in pending
+            .into_iter()
+            .chain(streams.into_iter().map(|(_, _, p)| p))
+        {
+            self.make_free(ptr);
+        }
+    }
+
+    /// Turns a block `Free`, merges it with free neighbours, indexes it, and hands a retiring
+    /// segment back once it is empty.
+    fn make_free(&mut self, mut ptr: DevPtr) {
+        let mut b = self.blocks[&ptr];
+        let seg_base = b.segment;
+        let seg = self
+            .segments
+            .get_mut(&seg_base)
+            .expect("segment of a block");
+        seg.busy -= 1;
+        let retiring = seg.retiring;
+        // Merge with the next block.
+        let next = ptr + b.size as DevPtr;
+        if let Some(n) = self.blocks.get(&next).copied() {
+            if n.segment == seg_base && n.state == State::Free {
+                self.free_index.remove(&(n.size, next));
+                self.blocks.remove(&next);
+                b.size += n.size;
+            }
+        }
+        // Merge with the previous block.
+        if let Some((&prev, &p)) = self.blocks.range(..ptr).next_back() {
+            if p.segment == seg_base && p.state == State::Free && prev + p.size as DevPtr == ptr {
+                self.free_index.remove(&(p.size, prev));
+                self.blocks.remove(&ptr);
+                b.size += p.size;
+                ptr = prev;
+            }
+        }
+        b.state = State::Free;
+        self.blocks.insert(ptr, b);
+        if retiring {
+            if self.segments[&seg_base].busy == 0 {
+                self.drop_segment(seg_base);
+            }
+        } else {
+            self.free_index.insert((b.size, ptr));
+        }
+    }
+
+    fn drop_segment(&mut self, base: DevPtr) {
+        let seg = self.segments.remove(&base).expect("segment");
+        let block = self
+            .blocks
+            .remove(&base)
+            .expect("an empty segment is one free block");
+        debug_assert_eq!(block.size, seg.size);
+        self.free_index.remove(&(seg.size, base));
+        // A driver error on free leaves nothing for the pool to do: the memory is not ours.
+        let _ = self.backend.free(base);
+    }
+
+    /// Hands every segment without live or pending blocks back to the driver. With
+    /// `include_active`, segments that are not retiring go too (trim, out of memory).
+    fn release_empty(&mut self, include_active: bool) {
+        let empty: Vec<DevPtr> = self
+            .segments
+            .iter()
+            .filter(|(_, s)| s.busy == 0 && (include_active || s.retiring))
+            .map(|(&b, _)| b)
+            .collect();
+        for base in empty {
+            self.drop_segment(base);
+        }
+    }
+
+    /// Gives every cached block back to the driver: waits for frees in flight (one sync if
+    /// any), then releases all empty segments.
+    pub fn trim(&mut self) -> Result<(), PoolError<B::Error>> {
+        if !self.pending.is_empty() || !self.stream_free.is_empty() {
+            self.backend.synchronize().map_err(PoolError::Backend)?;
+            self.stats.own_syncs += 1;
+            self.reclaim();
+        }
+        self.release_empty(true);
+        Ok(())
+    }
+
+    // ------------------------------------------------------------------ regions
+
+    /// A region begins (nesting is counted; only the outermost matters).
+    pub fn region_begin(&mut self) {
+        self.region_depth += 1;
+        if self.region_depth == 1 {
+            self.region_peak = self.in_use;
+        }
+    }
+
+    /// A region ends. At the outermost end, a region that needed more than one segment gets
+    /// them replaced: the next growth asks for one segment covering the region's peak, and the
+    /// old segments are handed back as soon as they are empty.
+    pub fn region_end(&mut self) {
+        if self.region_depth == 0 {
+            return;
+        }
+        self.region_depth -= 1;
+        if self.region_depth > 0 {
+            return;
+        }
+        self.stats.high_water = self.region_peak as u64;
+        let active: Vec<DevPtr> = self
+            .segments
+            .iter()
+            .filter(|(_, s)| !s.retiring)
+            .map(|(&b, _)| b)
+            .collect();
+        let largest = active
+            .iter()
+            .map(|b| self.segments[b].size)
+            .max()
+            .unwrap_or(0);
+        if active.len() > 1 || largest < self.region_peak {
+            for base in active {
+                self.retire(base);
+            }
+            self.planned_segment =
+                round_up(self.region_peak, MIN_SEGMENT).unwrap_or(self.region_peak);
+        }
+        self.region_peak = self.in_use;
+    }
+
+    fn retire(&mut self, base: DevPtr) {
+        let seg = self.segments.get_mut(&base).expect("segment");
+        seg.retiring = true;
+        let (size, busy) = (seg.size, seg.busy);
+        if busy == 0 {
+            self.drop_segment(base);
+            return;
+        }
+        let end = base + size as DevPtr;
+        let free: Vec<(usize, DevPtr)> = self
+            .blocks
+            .range(base..end)
+            .filter(|(_, b)| b.state == State::Free)
+            .map(|(&p, b)| (b.size, p))
+            .collect();
+        for key in free {
+            self.free_index.remove(&key);
+        }
+    }
+
+    // ------------------------------------------------------------------ queries
+
+    /// The live block containing `ptr`: its start and size (for `cuMemGetAddressRange` and the
+    /// range attributes of `cuPointerGetAttribute`).
+    pub fn find(&self, ptr: DevPtr) -> Option<(DevPtr, usize)> {
+        let (&start, b) = self.blocks.range(..=ptr).next_back()?;
+        (b.state == State::Used && ptr < start + b.size as DevPtr).then_some((start, b.size))
+    }
+
+    /// Checks the invariants documented at the top of this file; returns the first violation.
+    pub fn check_invariants(&self) -> Result<(), String> {
+        let mut in_use = 0;
+        for (&base, seg) in &self.segments {
+            let mut at = base;
+            let mut busy = 0;
+            let mut prev_free = false;
+            for (&p, b) in self.blocks.range(base..base + seg.size as DevPtr) {
+                if p != at {
+                    return Err(format!(
+                        "segment {base:#x}: gap or overlap at {p:#x} (expected {at:#x})"
+                    ));
+                }
+                if b.segment != base {
+                    return Err(format!("block {p:#x} names the wrong segment"));
+                }
+                let free = b.state == State::Free;
+                if free && prev_free {
+                    return Err(format!("block {p:#x}: two free neighbours not merged"));
+                }
+                if self.free_index.contains(&(b.size, p)) != (free && !seg.retiring) {
+                    return Err(format!("block {p:#x}: free index out of step"));
+                }
+                match b.state {
+                    State::Used => in_use += b.size,
+                    State::Pending if !self.pending.contains(&p) => {
+                        return Err(format!("pending block {p:#x} not listed"))
+                    }
+                    State::AsyncFree(s) if !self.stream_free.contains(&(s, b.size, p)) => {
+                        return Err(format!("async-freed block {p:#x} not listed"))
+                    }
+                    _ => {}
+                }
+                if !free {
+                    busy += 1;
+                }
+                prev_free = free;
+                at = p + b.size as DevPtr;
+            }
+            if at != base + seg.size as DevPtr {
+                return Err(format!("segment {base:#x} not tiled to its end"));
+            }
+            if busy != seg.busy {
+                return Err(format!(
+                    "segment {base:#x}: busy {} but {busy} blocks in use",
+                    seg.busy
+                ));
+            }
+        }
+        if in_use != self.in_use {
+            return Err(format!(
+                "in_use {} but live blocks sum to {in_use}",
+                self.in_use
+            ));
+        }
+        if self.free_index.len() + self.stream_free.len() + self.pending.len() > self.blocks.len() {
+            return Err("indexes list more blocks than exist".into());
+        }
+        Ok(())
+    }
+}

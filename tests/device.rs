@@ -1,0 +1,313 @@
+//! The device pool against the host-memory mock backend: reuse rules, resize policy, out of
+//! memory, bad input, and a property test against a model.
+
+use resizealloc::device::mock::{HostBackend, MockError};
+use resizealloc::device::pool::{DevicePool, PoolError, GRANULE, MIN_SEGMENT};
+use resizealloc::device::DevPtr;
+
+const MIB: usize = 1 << 20;
+
+fn pool(capacity: usize) -> DevicePool<HostBackend> {
+    DevicePool::new(HostBackend::new(capacity))
+}
+
+fn write(p: DevPtr, n: usize, v: u8) {
+    // SAFETY: the mock backend's device memory is host memory; `p..p+n` is a live block.
+    unsafe { std::ptr::write_bytes(p as *mut u8, v, n) };
+}
+
+fn read_all(p: DevPtr, n: usize, v: u8) -> bool {
+    // SAFETY: as in `write`.
+    unsafe { std::slice::from_raw_parts(p as *const u8, n) }
+        .iter()
+        .all(|&b| b == v)
+}
+
+#[test]
+fn memory_is_kept_across_synchronisations() {
+    let mut p = pool(64 * MIB);
+    for _ in 0..1000 {
+        let a = p.alloc(10, 0).unwrap();
+        write(a, 10, 1);
+        p.free(a).unwrap();
+        p.on_synchronize();
+    }
+    assert_eq!(
+        p.backend().allocs,
+        1,
+        "one driver allocation serves a thousand alloc/free/sync rounds"
+    );
+    assert_eq!(p.backend().frees, 0);
+    assert_eq!(
+        p.stats().own_syncs,
+        0,
+        "the program's own syncs were enough"
+    );
+    p.check_invariants().unwrap();
+}
+
+#[test]
+fn a_synchronously_freed_block_is_not_reused_before_a_sync() {
+    let mut p = pool(64 * MIB);
+    let a = p.alloc(MIB, 0).unwrap();
+    p.free(a).unwrap();
+    let b = p.alloc(MIB, 0).unwrap();
+    assert_ne!(a, b, "reused before any synchronisation");
+    p.on_synchronize();
+    p.free(b).unwrap();
+    p.on_synchronize();
+    let c = p.alloc(MIB, 0).unwrap();
+    assert!(c == a || c == b, "after a sync the memory is reused");
+    p.check_invariants().unwrap();
+}
+
+#[test]
+fn one_own_sync_per_batch_of_frees_when_the_pool_would_grow() {
+    let mut p = pool(64 * MIB);
+    let blocks: Vec<DevPtr> = (0..4)
+        .map(|_| p.alloc(MIN_SEGMENT / 4, 0).unwrap())
+        .collect();
+    assert_eq!(p.backend().allocs, 1);
+    for b in blocks {
+        p.free(b).unwrap();
+    }
+    // The segment is full of pending blocks: the next allocation syncs once instead of growing.
+    let again: Vec<DevPtr> = (0..4)
+        .map(|_| p.alloc(MIN_SEGMENT / 4, 0).unwrap())
+        .collect();
+    assert_eq!(
+        p.stats().own_syncs,
+        1,
+        "one sync for the batch, not one per free"
+    );
+    assert_eq!(p.backend().syncs, 1);
+    assert_eq!(p.backend().allocs, 1, "no growth needed");
+    for b in again {
+        p.free(b).unwrap();
+    }
+    p.check_invariants().unwrap();
+}
+
+#[test]
+fn async_frees_are_reusable_at_once_on_their_stream_only() {
+    let mut p = pool(64 * MIB);
+    let a = p.alloc(4096, 7).unwrap();
+    p.free_async(a, 7).unwrap();
+    let other = p.alloc(4096, 8).unwrap();
+    assert_ne!(other, a, "another stream must wait for a dependency");
+    let same = p.alloc(4096, 7).unwrap();
+    assert_eq!(same, a, "the same stream reuses at once");
+    p.free_async(same, 7).unwrap();
+    p.free_async(other, 8).unwrap();
+    p.on_synchronize();
+    let after = p.alloc(4096, 9).unwrap();
+    assert!(
+        after == a || after == other,
+        "after a sync any stream may reuse"
+    );
+    assert_eq!(p.stats().own_syncs, 0);
+    p.check_invariants().unwrap();
+}
+
+#[test]
+fn an_overflowing_region_is_replaced_by_one_segment_of_its_peak() {
+    let mut p = pool(1024 * MIB);
+    let work = |p: &mut DevicePool<HostBackend>| {
+        p.region_begin();
+        let blocks: Vec<DevPtr> = (0..24)
+            .map(|i| p.alloc(MIB + i * 4096, 0).unwrap())
+            .collect();
+        for b in blocks {
+            p.free(b).unwrap();
+        }
+        p.on_synchronize();
+        p.region_end();
+    };
+    work(&mut p);
+    let first = p.stats();
+    assert!(
+        first.overflow_blocks > 0,
+        "the first region must overflow a 2 MiB segment"
+    );
+    assert!(first.high_water >= 24 * MIB as u64);
+    for _ in 0..10 {
+        work(&mut p);
+    }
+    let later = p.stats();
+    assert_eq!(
+        later.overflow_blocks, first.overflow_blocks,
+        "later regions fit with zero overflow"
+    );
+    assert_eq!(
+        later.segments, 1,
+        "one segment covering the peak; surplus handed back"
+    );
+    assert!(
+        later.reserved >= later.high_water
+            && later.reserved < later.high_water + 2 * MIN_SEGMENT as u64
+    );
+    assert_eq!(p.backend().outstanding(), 1);
+    p.check_invariants().unwrap();
+}
+
+#[test]
+fn out_of_memory_releases_the_cache_and_retries_before_failing() {
+    let mut p = pool(8 * MIB);
+    let a = p.alloc(3 * MIB, 0).unwrap();
+    p.free(a).unwrap();
+    // 6 MiB does not fit next to the cached 4 MiB segment: the pool must give it back first.
+    let big = p.alloc(6 * MIB, 0).unwrap();
+    write(big, 6 * MIB, 3);
+    assert!(read_all(big, 6 * MIB, 3));
+    // More than the device has: the driver's own error, and the pool stays intact.
+    assert_eq!(
+        p.alloc(64 * MIB, 0),
+        Err(PoolError::Backend(MockError::OutOfMemory))
+    );
+    assert_eq!(
+        p.alloc(usize::MAX - 10, 0),
+        Err(PoolError::Backend(MockError::OutOfMemory))
+    );
+    p.check_invariants().unwrap();
+    p.free(big).unwrap();
+    p.trim().unwrap();
+    assert_eq!(p.stats().reserved, 0);
+    assert_eq!(p.backend().outstanding(), 0);
+}
+
+#[test]
+fn bad_input_gets_an_error_and_leaves_the_pool_intact() {
+    let mut p = pool(64 * MIB);
+    assert_eq!(p.alloc(0, 0), Err(PoolError::ZeroSize));
+    let a = p.alloc(1000, 0).unwrap();
+    assert_eq!(
+        p.free(a + 512),
+        Err(PoolError::InvalidPointer),
+        "interior pointer"
+    );
+    assert_eq!(
+        p.free(12345),
+        Err(PoolError::InvalidPointer),
+        "unknown pointer"
+    );
+    p.free(a).unwrap();
+    assert_eq!(p.free(a), Err(PoolError::InvalidPointer), "double free");
+    assert_eq!(
+        p.free_async(a, 3),
+        Err(PoolError::InvalidPointer),
+        "double free, async"
+    );
+    p.check_invariants().unwrap();
+    assert_eq!(p.stats().in_use, 0);
+}
+
+#[test]
+fn address_ranges_answer_for_the_suballocated_block() {
+    let mut p = pool(64 * MIB);
+    let a = p.alloc(3000, 0).unwrap();
+    let b = p.alloc(100, 0).unwrap();
+    assert_eq!(p.find(a), Some((a, 3072)));
+    assert_eq!(p.find(a + 2999), Some((a, 3072)));
+    assert_eq!(p.find(b + 50), Some((b, GRANULE)));
+    p.free(b).unwrap();
+    assert_eq!(p.find(b), None, "a freed block is not a live range");
+}
+
+mod model {
+    use super::*;
+    use proptest::prelude::*;
+
+    #[derive(Clone, Debug)]
+    enum Op {
+        Alloc { size: usize, stream: u64 },
+        Free(usize),
+        FreeAsync(usize),
+        Sync,
+        Begin,
+        End,
+        Trim,
+    }
+
+    fn op() -> impl Strategy<Value = Op> {
+        prop_oneof![
+            6 => (1usize..3 * MIB, 0u64..3).prop_map(|(size, stream)| Op::Alloc { size, stream }),
+            3 => any::<usize>().prop_map(Op::Free),
+            2 => any::<usize>().prop_map(Op::FreeAsync),
+            1 => Just(Op::Sync),
+            1 => Just(Op::Begin),
+            1 => Just(Op::End),
+            1 => Just(Op::Trim),
+        ]
+    }
+
+    struct Live {
+        ptr: DevPtr,
+        size: usize,
+        stream: u64,
+        fill: u8,
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig { cases: 96, ..ProptestConfig::default() })]
+        #[test]
+        fn pool_never_overlaps_and_respects_the_reuse_rules(ops in proptest::collection::vec(op(), 1..200)) {
+            let mut p = pool(256 * MIB);
+            let mut live: Vec<Live> = Vec::new();
+            // Blocks freed since the last sync the pool knows of, with the stream that may reuse
+            // them early (None: synchronous free).
+            let mut unsynced: Vec<(DevPtr, usize, Option<u64>)> = Vec::new();
+            let mut fill = 0u8;
+            for op in ops {
+                match op {
+                    Op::Alloc { size, stream } => {
+                        let syncs_before = p.backend().syncs;
+                        let ptr = p.alloc(size, stream).unwrap();
+                        if p.backend().syncs != syncs_before {
+                            unsynced.clear(); // the pool synchronised: everything is reusable
+                        }
+                        let end = ptr + size as DevPtr;
+                        for l in &live {
+                            prop_assert!(end <= l.ptr || ptr >= l.ptr + l.size as DevPtr, "overlaps a live block");
+                        }
+                        for &(q, n, s) in &unsynced {
+                            let overlaps = !(end <= q || ptr >= q + n as DevPtr);
+                            prop_assert!(!overlaps || s == Some(stream), "reused memory freed after the last sync");
+                        }
+                        fill = fill.wrapping_add(1);
+                        write(ptr, size, fill);
+                        live.push(Live { ptr, size, stream, fill });
+                    }
+                    Op::Free(i) if !live.is_empty() => {
+                        let l = live.swap_remove(i % live.len());
+                        prop_assert!(read_all(l.ptr, l.size, l.fill), "contents changed");
+                        p.free(l.ptr).unwrap();
+                        unsynced.push((l.ptr, l.size, None));
+                    }
+                    Op::FreeAsync(i) if !live.is_empty() => {
+                        let l = live.swap_remove(i % live.len());
+                        prop_assert!(read_all(l.ptr, l.size, l.fill), "contents changed");
+                        p.free_async(l.ptr, l.stream).unwrap();
+                        unsynced.push((l.ptr, l.size, Some(l.stream)));
+                    }
+                    Op::Sync => {
+                        p.on_synchronize();
+                        unsynced.clear();
+                    }
+                    Op::Begin => p.region_begin(),
+                    Op::End => p.region_end(),
+                    Op::Trim => {
+                        p.trim().unwrap();
+                        unsynced.clear();
+                    }
+                    _ => {}
+                }
+                if let Err(e) = p.check_invariants() {
+                    return Err(TestCaseError::fail(e));
+                }
+            }
+            for l in &live {
+                prop_assert!(read_all(l.ptr, l.size, l.fill));
+            }
+        }
+    }
+}
