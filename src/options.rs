@@ -54,6 +54,11 @@ pub const OPTIONS: &[OptionDesc] = &[
         description: "Address space reserved (not committed) for all arenas together; it bounds how many threads hold an arena at once.",
     },
     OptionDesc {
+        name: "RESIZEALLOC_CUDA",
+        default: "on",
+        description: "`off`: the CUDA driver hooks pass everything through to the driver (A/B switch for the device pool).",
+    },
+    OptionDesc {
         name: "RESIZEALLOC_STATS",
         default: "0",
         description: "`1`: print a summary of the arenas on stderr at exit (preload library).",
@@ -88,6 +93,8 @@ pub struct Options {
     pub reserve: usize,
     pub stats: bool,
     pub verbose: bool,
+    /// Serve CUDA device allocations from the device pool (preload library).
+    pub cuda: bool,
 }
 
 impl Options {
@@ -100,6 +107,7 @@ impl Options {
         reserve: 256 << 30,
         stats: false,
         verbose: false,
+        cuda: true,
     };
 }
 
@@ -111,6 +119,7 @@ static MAX_ARENA: AtomicUsize = AtomicUsize::new(1 << 30);
 static RESERVE: AtomicUsize = AtomicUsize::new(256 << 30);
 static STATS: AtomicBool = AtomicBool::new(false);
 static VERBOSE: AtomicBool = AtomicBool::new(false);
+static CUDA: AtomicBool = AtomicBool::new(true);
 
 /// The options in force.
 pub fn get() -> Options {
@@ -128,6 +137,7 @@ pub fn get() -> Options {
         reserve: RESERVE.load(Ordering::Relaxed),
         stats: STATS.load(Ordering::Relaxed),
         verbose: VERBOSE.load(Ordering::Relaxed),
+        cuda: CUDA.load(Ordering::Relaxed),
     }
 }
 
@@ -141,6 +151,7 @@ pub fn set(o: Options) {
     RESERVE.store(o.reserve, Ordering::Relaxed);
     STATS.store(o.stats, Ordering::Relaxed);
     VERBOSE.store(o.verbose, Ordering::Relaxed);
+    CUDA.store(o.cuda, Ordering::Relaxed);
     crate::region::mode_changed(o.region);
 }
 
@@ -193,6 +204,7 @@ pub fn init_from_env() -> Options {
         b"RESIZEALLOC_VERBOSE",
         &mut o.verbose,
     );
+    bool_opt(c"RESIZEALLOC_CUDA", b"RESIZEALLOC_CUDA", &mut o.cuda);
     set(o);
     get()
 }

@@ -263,6 +263,56 @@ print("all ok", lib.resize_version().decode())
     assert_ok(&out, "ctypes_api.py");
 }
 
+// ------------------------------------------------------------------------------ CUDA hooks
+
+/// Builds the fake driver (`tests/c/cuda/fake_libcuda.c`) as `libcuda.so.1`, linked with
+/// `-Bsymbolic` like the real one, and the routes program against it.
+fn cuda_routes() -> PathBuf {
+    let manifest = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let dir = work_dir().join("fakecuda");
+    std::fs::create_dir_all(&dir).unwrap();
+    let lib = dir.join("libcuda.so.1");
+    let status = Command::new("cc")
+        .args([
+            "-shared",
+            "-fPIC",
+            "-O1",
+            "-Wl,-Bsymbolic",
+            "-Wl,-soname,libcuda.so.1",
+            "-o",
+        ])
+        .arg(&lib)
+        .arg(manifest.join("tests/c/cuda/fake_libcuda.c"))
+        .status()
+        .unwrap();
+    assert!(status.success(), "building the fake libcuda");
+    let _ = std::fs::remove_file(dir.join("libcuda.so"));
+    std::os::unix::fs::symlink("libcuda.so.1", dir.join("libcuda.so")).unwrap();
+    let exe = dir.join("routes");
+    let status = Command::new("cc")
+        .args(["-O1", "-fno-builtin", "-Wall", "-o"])
+        .arg(&exe)
+        .arg(manifest.join("tests/c/cuda/routes.c"))
+        .arg(format!("-L{}", dir.display()))
+        .arg(format!("-Wl,-rpath,{}", dir.display()))
+        .args(["-lcuda", "-ldl"])
+        .status()
+        .unwrap();
+    assert!(status.success(), "building routes.c");
+    exe
+}
+
+#[test]
+fn cuda_driver_hooks_through_symbols_dlsym_and_get_proc_address() {
+    let exe = cuda_routes();
+    let out = preloaded(Command::new(&exe), &[]);
+    assert_ok(&out, "routes.c");
+    let mut off = Command::new(&exe);
+    off.arg("off");
+    let out = preloaded(off, &[("RESIZEALLOC_CUDA", "off")]);
+    assert_ok(&out, "routes.c with RESIZEALLOC_CUDA=off");
+}
+
 // ------------------------------------------------------------------------------ real programs
 
 /// Runs `argv` plainly and under the library in process mode; both must agree byte for byte.

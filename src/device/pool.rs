@@ -493,6 +493,14 @@ impl<B: Backend> DevicePool<B> {
 
     // ------------------------------------------------------------------ queries
 
+    /// True when `ptr` lies in one of the pool's segments (live, free or pending).
+    pub fn owns(&self, ptr: DevPtr) -> bool {
+        self.segments
+            .range(..=ptr)
+            .next_back()
+            .is_some_and(|(&base, s)| ptr < base + s.size as DevPtr)
+    }
+
     /// The live block containing `ptr`: its start and size (for `cuMemGetAddressRange` and the
     /// range attributes of `cuPointerGetAttribute`).
     pub fn find(&self, ptr: DevPtr) -> Option<(DevPtr, usize)> {

@@ -1,0 +1,529 @@
+//! CUDA driver hooks: `cuMemAlloc_v2`, `cuMemFree_v2`, `cuMemAllocAsync`/`cuMemFreeAsync` (and
+//! their `_ptsz` variants) are served by the device pool inside regions (or always, with
+//! `RESIZEALLOC_REGION=process`); `cuCtxSynchronize` tells the pool when freed blocks are safe
+//! to reuse; `cuMemGetAddressRange_v2` and the range attributes of `cuPointerGetAttribute`
+//! answer for suballocated blocks.
+//!
+//! How the hooks reach a program:
+//! * by symbol interposition, for programs that link `libcuda` (these exports);
+//! * through `dlsym`, which is overridden (a naked function, so glibc's `RTLD_NEXT` logic still
+//!   sees the real caller) for the hooked names only;
+//! * through `cuGetProcAddress`/`_v2`, whose answers are swapped for the hooked names. This is
+//!   the route of cudart >= 12 and cuda-python.
+//!
+//! The pool's own driver calls go to the real driver, found with the real `dlsym` on the loaded
+//! `libcuda.so.1`, never through these hooks. `RESIZEALLOC_CUDA=off` makes every hook a plain
+//! pass-through. Not covered yet: the runtime API (`cudaMalloc`…), `cuMemAllocFromPoolAsync`,
+//! and contexts other than the current one at the time of a free.
+
+use core::ffi::{c_char, c_int, c_void, CStr};
+use core::sync::atomic::{AtomicPtr, Ordering};
+
+use resizealloc::device::pool::{DevicePool, PoolError};
+use resizealloc::device::{Backend, DevPtr};
+use resizealloc::options::{self, RegionMode};
+
+type CUresult = c_int;
+type CUdeviceptr = u64;
+type CUstream = *mut c_void;
+type CUcontext = *mut c_void;
+
+const CUDA_SUCCESS: CUresult = 0;
+const CUDA_ERROR_INVALID_VALUE: CUresult = 1;
+const CUDA_ERROR_OUT_OF_MEMORY: CUresult = 2;
+const CU_POINTER_ATTRIBUTE_RANGE_START_ADDR: c_int = 11;
+const CU_POINTER_ATTRIBUTE_RANGE_SIZE: c_int = 12;
+const CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM: u64 = 2;
+
+// ------------------------------------------------------------------------------ the real driver
+
+type DlsymFn = unsafe extern "C" fn(*mut c_void, *const c_char) -> *mut c_void;
+
+/// The real `dlsym`, found with `dlvsym` (glibc exports two versions of it).
+static RESIZEALLOC_REAL_DLSYM: AtomicPtr<c_void> = AtomicPtr::new(core::ptr::null_mut());
+
+fn real_dlsym() -> DlsymFn {
+    let mut p = RESIZEALLOC_REAL_DLSYM.load(Ordering::Acquire);
+    if p.is_null() {
+        for version in [c"GLIBC_2.34", c"GLIBC_2.2.5"] {
+            // SAFETY: NUL-terminated names; RTLD_NEXT lookup from this library.
+            p = unsafe { libc::dlvsym(libc::RTLD_NEXT, c"dlsym".as_ptr(), version.as_ptr()) };
+            if !p.is_null() {
+                break;
+            }
+        }
+        if p.is_null() {
+            resizealloc::os::fatal(b"resizealloc: cannot find the real dlsym\n");
+        }
+        RESIZEALLOC_REAL_DLSYM.store(p, Ordering::Release);
+    }
+    // SAFETY: `p` is glibc's dlsym.
+    unsafe { core::mem::transmute::<*mut c_void, DlsymFn>(p) }
+}
+
+/// The real driver function `name`: looked up in the loaded `libcuda.so.1` (which may have been
+/// opened with `RTLD_LOCAL`, as cudart does), else in the objects after this one.
+fn real_symbol(name: &CStr) -> *mut c_void {
+    // SAFETY: NUL-terminated names; RTLD_NOLOAD only finds an object that is already loaded.
+    unsafe {
+        let handle = libc::dlopen(
+            c"libcuda.so.1".as_ptr(),
+            libc::RTLD_LAZY | libc::RTLD_NOLOAD,
+        );
+        let mut p = core::ptr::null_mut();
+        if !handle.is_null() {
+            p = real_dlsym()(handle, name.as_ptr());
+            libc::dlclose(handle);
+        }
+        if p.is_null() {
+            p = real_dlsym()(libc::RTLD_NEXT, name.as_ptr());
+        }
+        p
+    }
+}
+
+macro_rules! real_fn {
+    ($cache:ident, $name:literal, $ty:ty) => {{
+        static $cache: AtomicPtr<c_void> = AtomicPtr::new(core::ptr::null_mut());
+        let mut p = $cache.load(Ordering::Acquire);
+        if p.is_null() {
+            p = real_symbol($name);
+            $cache.store(p, Ordering::Release);
+        }
+        // SAFETY: `p` is null or the driver's function of this name and signature.
+        unsafe { core::mem::transmute::<*mut c_void, Option<$ty>>(p) }
+    }};
+}
+
+type AllocFn = unsafe extern "C" fn(*mut CUdeviceptr, usize) -> CUresult;
+type FreeFn = unsafe extern "C" fn(CUdeviceptr) -> CUresult;
+type AllocAsyncFn = unsafe extern "C" fn(*mut CUdeviceptr, usize, CUstream) -> CUresult;
+type FreeAsyncFn = unsafe extern "C" fn(CUdeviceptr, CUstream) -> CUresult;
+type SyncFn = unsafe extern "C" fn() -> CUresult;
+type CtxFn = unsafe extern "C" fn(*mut CUcontext) -> CUresult;
+type RangeFn = unsafe extern "C" fn(*mut CUdeviceptr, *mut usize, CUdeviceptr) -> CUresult;
+type AttrFn = unsafe extern "C" fn(*mut c_void, c_int, CUdeviceptr) -> CUresult;
+type ProcFn = unsafe extern "C" fn(*const c_char, *mut *mut c_void, c_int, u64) -> CUresult;
+type ProcV2Fn =
+    unsafe extern "C" fn(*const c_char, *mut *mut c_void, c_int, u64, *mut c_int) -> CUresult;
+
+/// A driver call that could not be found answers like a driver that is not there.
+const CUDA_ERROR_NOT_INITIALIZED: CUresult = 3;
+
+// ------------------------------------------------------------------------------ pools
+
+/// The pool's backing calls: the real driver, never the hooks.
+struct Driver;
+
+impl Backend for Driver {
+    type Error = CUresult;
+
+    fn alloc(&mut self, bytes: usize) -> Result<DevPtr, CUresult> {
+        let Some(f) = real_fn!(REAL_ALLOC, c"cuMemAlloc_v2", AllocFn) else {
+            return Err(CUDA_ERROR_NOT_INITIALIZED);
+        };
+        let mut p: CUdeviceptr = 0;
+        // SAFETY: valid out pointer.
+        match unsafe { f(&mut p, bytes) } {
+            CUDA_SUCCESS => Ok(p),
+            e => Err(e),
+        }
+    }
+
+    fn free(&mut self, ptr: DevPtr) -> Result<(), CUresult> {
+        let Some(f) = real_fn!(REAL_FREE, c"cuMemFree_v2", FreeFn) else {
+            return Err(CUDA_ERROR_NOT_INITIALIZED);
+        };
+        // SAFETY: `ptr` is a segment the pool got from the real driver.
+        match unsafe { f(ptr) } {
+            CUDA_SUCCESS => Ok(()),
+            e => Err(e),
+        }
+    }
+
+    fn synchronize(&mut self) -> Result<(), CUresult> {
+        match real_sync() {
+            CUDA_SUCCESS => Ok(()),
+            e => Err(e),
+        }
+    }
+
+    fn is_out_of_memory(&self, e: &CUresult) -> bool {
+        *e == CUDA_ERROR_OUT_OF_MEMORY
+    }
+}
+
+fn real_sync() -> CUresult {
+    match real_fn!(REAL_SYNC, c"cuCtxSynchronize", SyncFn) {
+        // SAFETY: the driver's cuCtxSynchronize.
+        Some(f) => unsafe { f() },
+        None => CUDA_ERROR_NOT_INITIALIZED,
+    }
+}
+
+/// One pool per context, keyed by the context handle.
+static POOLS: spin::Mutex<Vec<(usize, DevicePool<Driver>)>> = spin::Mutex::new(Vec::new());
+
+fn current_context() -> usize {
+    let mut ctx: CUcontext = core::ptr::null_mut();
+    if let Some(f) = real_fn!(REAL_CTX, c"cuCtxGetCurrent", CtxFn) {
+        // SAFETY: valid out pointer.
+        unsafe { f(&mut ctx) };
+    }
+    ctx as usize
+}
+
+fn with_pool<R>(f: impl FnOnce(&mut DevicePool<Driver>) -> R) -> R {
+    let ctx = current_context();
+    let mut pools = POOLS.lock();
+    let i = match pools.iter().position(|(c, _)| *c == ctx) {
+        Some(i) => i,
+        None => {
+            pools.push((ctx, DevicePool::new(Driver)));
+            pools.len() - 1
+        }
+    };
+    f(&mut pools[i].1)
+}
+
+/// The pool holding `ptr` in one of its segments, if any (any context).
+fn with_owner<R>(ptr: DevPtr, f: impl FnOnce(&mut DevicePool<Driver>) -> R) -> Option<R> {
+    let mut pools = POOLS.lock();
+    let pool = pools
+        .iter_mut()
+        .find(|(_, p)| p.owns(ptr))
+        .map(|(_, p)| p)?;
+    Some(f(pool))
+}
+
+/// Whether new allocations go to the pool now.
+fn pooled() -> bool {
+    let o = options::get();
+    o.cuda
+        && (o.region == RegionMode::Process
+            || (o.region == RegionMode::Markers && resizealloc::region_depth() > 0))
+}
+
+fn code(e: PoolError<CUresult>) -> CUresult {
+    match e {
+        PoolError::ZeroSize | PoolError::InvalidPointer => CUDA_ERROR_INVALID_VALUE,
+        PoolError::Backend(e) => e,
+    }
+}
+
+// ------------------------------------------------------------------------------ the hooks
+
+fn pool_alloc(dptr: *mut CUdeviceptr, size: usize, stream: CUstream) -> CUresult {
+    if dptr.is_null() {
+        return CUDA_ERROR_INVALID_VALUE;
+    }
+    match with_pool(|p| p.alloc(size, stream as u64)) {
+        Ok(ptr) => {
+            // SAFETY: non-null out pointer from the caller.
+            unsafe { *dptr = ptr };
+            CUDA_SUCCESS
+        }
+        Err(e) => code(e),
+    }
+}
+
+/// `cuMemAlloc_v2`.
+#[no_mangle]
+pub extern "C" fn cuMemAlloc_v2(dptr: *mut CUdeviceptr, size: usize) -> CUresult {
+    if pooled() {
+        return pool_alloc(dptr, size, core::ptr::null_mut());
+    }
+    match real_fn!(REAL_ALLOC_PT, c"cuMemAlloc_v2", AllocFn) {
+        // SAFETY: forwarded arguments.
+        Some(f) => unsafe { f(dptr, size) },
+        None => CUDA_ERROR_NOT_INITIALIZED,
+    }
+}
+
+/// `cuMemFree_v2`: pool blocks go back to the pool (reusable after the next sync).
+#[no_mangle]
+pub extern "C" fn cuMemFree_v2(ptr: CUdeviceptr) -> CUresult {
+    if let Some(r) = with_owner(ptr, |p| p.free(ptr)) {
+        return r.map_or_else(code, |()| CUDA_SUCCESS);
+    }
+    match real_fn!(REAL_FREE_PT, c"cuMemFree_v2", FreeFn) {
+        // SAFETY: not ours: forwarded.
+        Some(f) => unsafe { f(ptr) },
+        None => CUDA_ERROR_NOT_INITIALIZED,
+    }
+}
+
+fn alloc_async(
+    dptr: *mut CUdeviceptr,
+    size: usize,
+    stream: CUstream,
+    real: Option<AllocAsyncFn>,
+) -> CUresult {
+    if pooled() {
+        return pool_alloc(dptr, size, stream);
+    }
+    match real {
+        // SAFETY: forwarded arguments.
+        Some(f) => unsafe { f(dptr, size, stream) },
+        None => CUDA_ERROR_NOT_INITIALIZED,
+    }
+}
+
+fn free_async(ptr: CUdeviceptr, stream: CUstream, real: Option<FreeAsyncFn>) -> CUresult {
+    if let Some(r) = with_owner(ptr, |p| p.free_async(ptr, stream as u64)) {
+        return r.map_or_else(code, |()| CUDA_SUCCESS);
+    }
+    match real {
+        // SAFETY: not ours: forwarded.
+        Some(f) => unsafe { f(ptr, stream) },
+        None => CUDA_ERROR_NOT_INITIALIZED,
+    }
+}
+
+/// `cuMemAllocAsync`.
+#[no_mangle]
+pub extern "C" fn cuMemAllocAsync(
+    dptr: *mut CUdeviceptr,
+    size: usize,
+    stream: CUstream,
+) -> CUresult {
+    alloc_async(
+        dptr,
+        size,
+        stream,
+        real_fn!(REAL_AA, c"cuMemAllocAsync", AllocAsyncFn),
+    )
+}
+
+/// `cuMemAllocAsync_ptsz` (per-thread default stream).
+#[no_mangle]
+pub extern "C" fn cuMemAllocAsync_ptsz(
+    dptr: *mut CUdeviceptr,
+    size: usize,
+    stream: CUstream,
+) -> CUresult {
+    alloc_async(
+        dptr,
+        size,
+        stream,
+        real_fn!(REAL_AAP, c"cuMemAllocAsync_ptsz", AllocAsyncFn),
+    )
+}
+
+/// `cuMemFreeAsync`.
+#[no_mangle]
+pub extern "C" fn cuMemFreeAsync(ptr: CUdeviceptr, stream: CUstream) -> CUresult {
+    free_async(
+        ptr,
+        stream,
+        real_fn!(REAL_FA, c"cuMemFreeAsync", FreeAsyncFn),
+    )
+}
+
+/// `cuMemFreeAsync_ptsz`.
+#[no_mangle]
+pub extern "C" fn cuMemFreeAsync_ptsz(ptr: CUdeviceptr, stream: CUstream) -> CUresult {
+    free_async(
+        ptr,
+        stream,
+        real_fn!(REAL_FAP, c"cuMemFreeAsync_ptsz", FreeAsyncFn),
+    )
+}
+
+/// `cuCtxSynchronize`: after the real one, everything freed before is safe to reuse.
+#[no_mangle]
+pub extern "C" fn cuCtxSynchronize() -> CUresult {
+    let r = real_sync();
+    if r == CUDA_SUCCESS {
+        with_pool(|p| p.on_synchronize());
+    }
+    r
+}
+
+/// `cuMemGetAddressRange_v2`: a pool block answers with its own start and size.
+#[no_mangle]
+pub extern "C" fn cuMemGetAddressRange_v2(
+    base: *mut CUdeviceptr,
+    size: *mut usize,
+    ptr: CUdeviceptr,
+) -> CUresult {
+    if let Some(Some((start, len))) = with_owner(ptr, |p| p.find(ptr)) {
+        // SAFETY: the driver's contract: each out pointer is null or writable.
+        unsafe {
+            if !base.is_null() {
+                *base = start;
+            }
+            if !size.is_null() {
+                *size = len;
+            }
+        }
+        return CUDA_SUCCESS;
+    }
+    match real_fn!(REAL_RANGE, c"cuMemGetAddressRange_v2", RangeFn) {
+        // SAFETY: forwarded arguments.
+        Some(f) => unsafe { f(base, size, ptr) },
+        None => CUDA_ERROR_NOT_INITIALIZED,
+    }
+}
+
+/// `cuPointerGetAttribute`: the range attributes answer for pool blocks.
+#[no_mangle]
+pub extern "C" fn cuPointerGetAttribute(
+    data: *mut c_void,
+    attr: c_int,
+    ptr: CUdeviceptr,
+) -> CUresult {
+    if !data.is_null()
+        && (attr == CU_POINTER_ATTRIBUTE_RANGE_START_ADDR
+            || attr == CU_POINTER_ATTRIBUTE_RANGE_SIZE)
+    {
+        if let Some(Some((start, len))) = with_owner(ptr, |p| p.find(ptr)) {
+            // SAFETY: the attribute's documented type: CUdeviceptr or size_t, both 8 bytes here.
+            unsafe {
+                if attr == CU_POINTER_ATTRIBUTE_RANGE_START_ADDR {
+                    *(data as *mut CUdeviceptr) = start;
+                } else {
+                    *(data as *mut usize) = len;
+                }
+            }
+            return CUDA_SUCCESS;
+        }
+    }
+    match real_fn!(REAL_ATTR, c"cuPointerGetAttribute", AttrFn) {
+        // SAFETY: forwarded arguments.
+        Some(f) => unsafe { f(data, attr, ptr) },
+        None => CUDA_ERROR_NOT_INITIALIZED,
+    }
+}
+
+/// Our hook for a driver entry point, by exact symbol name (as `dlsym` sees it).
+fn hook_by_symbol(name: &[u8]) -> *mut c_void {
+    let f: *const () = match name {
+        b"cuMemAlloc_v2" => cuMemAlloc_v2 as *const (),
+        b"cuMemFree_v2" => cuMemFree_v2 as *const (),
+        b"cuMemAllocAsync" => cuMemAllocAsync as *const (),
+        b"cuMemAllocAsync_ptsz" => cuMemAllocAsync_ptsz as *const (),
+        b"cuMemFreeAsync" => cuMemFreeAsync as *const (),
+        b"cuMemFreeAsync_ptsz" => cuMemFreeAsync_ptsz as *const (),
+        b"cuCtxSynchronize" => cuCtxSynchronize as *const (),
+        b"cuMemGetAddressRange_v2" => cuMemGetAddressRange_v2 as *const (),
+        b"cuPointerGetAttribute" => cuPointerGetAttribute as *const (),
+        b"cuGetProcAddress" => cuGetProcAddress as *const (),
+        b"cuGetProcAddress_v2" => cuGetProcAddress_v2 as *const (),
+        _ => core::ptr::null(),
+    };
+    f as *mut c_void
+}
+
+/// Our hook for a base name as `cuGetProcAddress` is asked for it.
+fn hook_by_base_name(name: &[u8], flags: u64) -> *mut c_void {
+    let ptds = flags & CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM != 0;
+    let symbol: &[u8] = match name {
+        b"cuMemAlloc" => b"cuMemAlloc_v2",
+        b"cuMemFree" => b"cuMemFree_v2",
+        b"cuMemAllocAsync" if ptds => b"cuMemAllocAsync_ptsz",
+        b"cuMemFreeAsync" if ptds => b"cuMemFreeAsync_ptsz",
+        b"cuMemGetAddressRange" => b"cuMemGetAddressRange_v2",
+        b"cuGetProcAddress" => b"cuGetProcAddress_v2",
+        other => other,
+    };
+    hook_by_symbol(symbol)
+}
+
+fn swap_proc(symbol: *const c_char, pfn: *mut *mut c_void, flags: u64) {
+    if symbol.is_null() || pfn.is_null() || !options::get().cuda {
+        return;
+    }
+    // SAFETY: the driver just answered for this NUL-terminated name.
+    let name = unsafe { CStr::from_ptr(symbol) }.to_bytes();
+    let hook = hook_by_base_name(name, flags);
+    if !hook.is_null() {
+        // SAFETY: `pfn` is the caller's out pointer, just written by the driver.
+        unsafe { *pfn = hook };
+    }
+}
+
+/// `cuGetProcAddress`: the driver's answer, with our hooks for the allocation names.
+#[no_mangle]
+pub extern "C" fn cuGetProcAddress(
+    symbol: *const c_char,
+    pfn: *mut *mut c_void,
+    version: c_int,
+    flags: u64,
+) -> CUresult {
+    let r = match real_fn!(REAL_PROC, c"cuGetProcAddress", ProcFn) {
+        // SAFETY: forwarded arguments.
+        Some(f) => unsafe { f(symbol, pfn, version, flags) },
+        None => return CUDA_ERROR_NOT_INITIALIZED,
+    };
+    if r == CUDA_SUCCESS {
+        swap_proc(symbol, pfn, flags);
+    }
+    r
+}
+
+/// `cuGetProcAddress_v2` (CUDA 12): as `cuGetProcAddress`.
+#[no_mangle]
+pub extern "C" fn cuGetProcAddress_v2(
+    symbol: *const c_char,
+    pfn: *mut *mut c_void,
+    version: c_int,
+    flags: u64,
+    status: *mut c_int,
+) -> CUresult {
+    let r = match real_fn!(REAL_PROC2, c"cuGetProcAddress_v2", ProcV2Fn) {
+        // SAFETY: forwarded arguments.
+        Some(f) => unsafe { f(symbol, pfn, version, flags, status) },
+        None => return CUDA_ERROR_NOT_INITIALIZED,
+    };
+    if r == CUDA_SUCCESS {
+        swap_proc(symbol, pfn, flags);
+    }
+    r
+}
+
+// ------------------------------------------------------------------------------ dlsym
+
+/// Decides whether `dlsym(handle, name)` should answer with one of our hooks; null means "ask
+/// the real dlsym". Called from the naked `dlsym` below, so it must not call `dlsym` itself.
+extern "C" fn dlsym_filter(handle: *mut c_void, name: *const c_char) -> *mut c_void {
+    real_dlsym(); // make sure the jump target exists
+    if name.is_null() || handle == libc::RTLD_NEXT {
+        return core::ptr::null_mut();
+    }
+    // SAFETY: dlsym's contract: a NUL-terminated name. Only the first bytes are read before the
+    // cheap reject.
+    let (c0, c1) = unsafe { (*name as u8, if *name == 0 { 0 } else { *name.add(1) as u8 }) };
+    if c0 != b'c' || c1 != b'u' || !options::get().cuda {
+        return core::ptr::null_mut();
+    }
+    // SAFETY: as above.
+    hook_by_symbol(unsafe { CStr::from_ptr(name) }.to_bytes())
+}
+
+/// `dlsym`: our hooks for the hooked driver names, the real `dlsym` for everything else. Naked,
+/// and the real one is reached with a jump, so glibc still sees the caller's return address
+/// (which `RTLD_NEXT` depends on).
+///
+/// # Safety
+/// As `dlsym(3)`.
+#[unsafe(naked)]
+#[no_mangle]
+pub unsafe extern "C" fn dlsym(handle: *mut c_void, name: *const c_char) -> *mut c_void {
+    core::arch::naked_asm!(
+        "push rdi",
+        "push rsi",
+        "sub rsp, 8",
+        "call {filter}",
+        "add rsp, 8",
+        "pop rsi",
+        "pop rdi",
+        "test rax, rax",
+        "jnz 2f",
+        "jmp qword ptr [rip + {real}]",
+        "2:",
+        "ret",
+        filter = sym dlsym_filter,
+        real = sym RESIZEALLOC_REAL_DLSYM,
+    )
+}

@@ -1,0 +1,134 @@
+/* The CUDA driver hooks of libresizealloc.so against fake_libcuda.c, through the three routes a
+ * program can take: direct symbol calls, dlsym on the driver's handle, and cuGetProcAddress_v2.
+ * Usage: routes [off]   ("off": RESIZEALLOC_CUDA=off is set, everything must pass through). */
+#include <dlfcn.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+typedef int CUresult;
+typedef uint64_t CUdeviceptr;
+CUresult cuInit(unsigned);
+CUresult cuMemAlloc_v2(CUdeviceptr *, size_t);
+CUresult cuMemFree_v2(CUdeviceptr);
+CUresult cuMemAllocAsync(CUdeviceptr *, size_t, void *);
+CUresult cuMemFreeAsync(CUdeviceptr, void *);
+CUresult cuCtxSynchronize(void);
+CUresult cuMemGetAddressRange_v2(CUdeviceptr *, size_t *, CUdeviceptr);
+CUresult cuPointerGetAttribute(void *, int, CUdeviceptr);
+CUresult cuGetProcAddress_v2(const char *, void **, int, uint64_t, int *);
+void fake_cuda_counts(long out[5]);
+typedef CUresult (*alloc_fn)(CUdeviceptr *, size_t);
+typedef CUresult (*free_fn)(CUdeviceptr);
+typedef CUresult (*sync_fn)(void);
+typedef CUresult (*proc_fn)(const char *, void **, int, uint64_t, int *);
+
+static int failures;
+#define CHECK(c, what) do { if (c) printf("ok %s\n", what); else { printf("FAIL %s (line %d)\n", what, __LINE__); failures++; } } while (0)
+
+static long counts(int i) { long c[5]; fake_cuda_counts(c); return c[i]; }
+enum { ALLOCS, FREES, SYNCS };
+
+static void (*region_begin)(void);
+static int (*region_end)(void);
+
+/* N alloc/write/check/free/sync rounds through the given entry points; returns driver allocs. */
+static long rounds(alloc_fn a, free_fn f, sync_fn s, int n) {
+    long before = counts(ALLOCS);
+    for (int i = 0; i < n; i++) {
+        CUdeviceptr p = 0;
+        size_t size = 1000 + (size_t)i * 13;
+        if (a(&p, size) != 0 || p == 0) { printf("FAIL alloc in round %d\n", i); failures++; return -1; }
+        memset((void *)(uintptr_t)p, i & 255, size); /* fake device memory is host memory */
+        unsigned char *b = (unsigned char *)(uintptr_t)p;
+        if (b[0] != (i & 255) || b[size - 1] != (i & 255)) { printf("FAIL contents\n"); failures++; }
+        if (f(p) != 0) { printf("FAIL free in round %d\n", i); failures++; }
+        if (s() != 0) { printf("FAIL sync\n"); failures++; }
+    }
+    return counts(ALLOCS) - before;
+}
+
+int main(int argc, char **argv) {
+    int off = argc > 1 && !strcmp(argv[1], "off");
+    region_begin = (void (*)(void))dlsym(RTLD_DEFAULT, "resize_region_begin");
+    region_end = (int (*)(void))dlsym(RTLD_DEFAULT, "resize_region_end");
+    if (!region_begin || !region_end) { puts("FAIL libresizealloc.so not preloaded"); return 1; }
+    CHECK(cuInit(0) == 0, "cuInit");
+
+    /* Route 1: direct symbols. */
+    region_begin();
+    long driver_allocs = rounds(cuMemAlloc_v2, cuMemFree_v2, cuCtxSynchronize, 1000);
+    if (off) CHECK(driver_allocs == 1000, "off: every allocation reaches the driver");
+    else CHECK(driver_allocs >= 1 && driver_allocs <= 2, "direct: 1000 alloc/free/sync rounds served by the pool");
+
+    CUdeviceptr p = 0, base = 0;
+    size_t size = 0;
+    CHECK(cuMemAlloc_v2(&p, 3000) == 0, "alloc 3000");
+    CHECK(cuMemGetAddressRange_v2(&base, &size, p + 10) == 0 && base == p, "address range start");
+    if (!off) {
+        CHECK(size == 3072, "address range: the suballocated block (3000 rounded to 512)");
+        size_t attr = 0;
+        CUdeviceptr start = 0;
+        CHECK(cuPointerGetAttribute(&attr, 12, p + 5) == 0 && attr == 3072, "pointer attribute range size");
+        CHECK(cuPointerGetAttribute(&start, 11, p + 5) == 0 && start == p, "pointer attribute range start");
+    }
+    CHECK(cuMemFree_v2(p) == 0, "free");
+    CHECK(cuMemFree_v2(p) == 1, "double free -> CUDA_ERROR_INVALID_VALUE");
+    CHECK(cuMemFree_v2(12345) == 1, "unknown pointer -> CUDA_ERROR_INVALID_VALUE");
+    CHECK(cuMemAlloc_v2(&p, 0) == 1, "zero size -> CUDA_ERROR_INVALID_VALUE");
+    CHECK(cuMemAlloc_v2(NULL, 16) == 1, "null out pointer -> CUDA_ERROR_INVALID_VALUE");
+    CHECK(cuMemAlloc_v2(&p, (size_t)64 << 30) == 2, "more than the device has -> CUDA_ERROR_OUT_OF_MEMORY");
+    CHECK(cuMemAlloc_v2(&p, 100) == 0 && cuMemFree_v2(p) == 0, "the pool still works after the errors");
+
+    /* cuMemFreeAsync: reusable at once on the same stream, not on another one. */
+    CUdeviceptr a = 0, b = 0, c = 0;
+    cuMemAllocAsync(&a, 4096, (void *)7);
+    cuMemFreeAsync(a, (void *)7);
+    cuMemAllocAsync(&b, 4096, (void *)8);
+    cuMemAllocAsync(&c, 4096, (void *)7);
+    if (!off) CHECK(b != a && c == a, "async free: same stream reuses, other stream waits");
+    cuMemFreeAsync(b, (void *)8);
+    cuMemFreeAsync(c, (void *)7);
+    cuCtxSynchronize();
+    CHECK(region_end() == 0, "region end");
+
+    /* Outside regions everything passes through. */
+    long before = counts(ALLOCS);
+    CHECK(cuMemAlloc_v2(&p, 100) == 0 && cuMemFree_v2(p) == 0, "outside: alloc/free");
+    CHECK(counts(ALLOCS) - before == 1, "outside: the driver serves it");
+
+    /* Route 2: dlsym on the driver's handle. */
+    void *h = dlopen("libcuda.so.1", RTLD_NOW);
+    alloc_fn da = (alloc_fn)dlsym(h, "cuMemAlloc_v2");
+    free_fn df = (free_fn)dlsym(h, "cuMemFree_v2");
+    sync_fn ds = (sync_fn)dlsym(h, "cuCtxSynchronize");
+    CHECK(da && df && ds, "dlsym finds the entry points");
+    region_begin();
+    driver_allocs = rounds(da, df, ds, 500);
+    if (off) CHECK(driver_allocs == 500, "off: dlsym gives the driver's own functions");
+    else CHECK(driver_allocs <= 1, "dlsym route: served by the pool");
+    region_end();
+
+    /* Route 3: cuGetProcAddress_v2, called directly and found through dlsym. */
+    proc_fn procs[2] = {cuGetProcAddress_v2, (proc_fn)dlsym(h, "cuGetProcAddress_v2")};
+    for (int k = 0; k < 2; k++) {
+        void *pa = 0, *pf = 0, *ps = 0;
+        int st = 0;
+        CHECK(procs[k] && procs[k]("cuMemAlloc", &pa, 12000, 0, &st) == 0 && st == 1, "cuGetProcAddress_v2 cuMemAlloc");
+        procs[k]("cuMemFree", &pf, 12000, 0, NULL);
+        procs[k]("cuCtxSynchronize", &ps, 12000, 0, NULL);
+        region_begin();
+        driver_allocs = rounds((alloc_fn)pa, (free_fn)pf, (sync_fn)ps, 500);
+        if (off) CHECK(driver_allocs == 500, "off: cuGetProcAddress gives the driver's own functions");
+        else CHECK(driver_allocs <= 1, k == 0 ? "cuGetProcAddress_v2 route (direct): served by the pool" : "cuGetProcAddress_v2 route (via dlsym): served by the pool");
+        region_end();
+    }
+    void *missing = (void *)1;
+    CHECK(cuGetProcAddress_v2("cuNoSuchThing", &missing, 12000, 0, NULL) == 500 && missing == NULL, "unknown names keep the driver's answer");
+    CHECK(dlsym(RTLD_DEFAULT, "strlen") != NULL, "other names pass through dlsym");
+
+    if (failures) { printf("%d failures\n", failures); return 1; }
+    puts("all ok");
+    return 0;
+}
