@@ -311,3 +311,23 @@ mod model {
         }
     }
 }
+
+#[test]
+fn the_cudarc_backend_reports_a_missing_driver_instead_of_panicking() {
+    use resizealloc::device::cuda::{CudaPool, CudaUnavailable, CudarcDriver};
+    match CudarcDriver::new() {
+        // CI and this project's machines: no libcuda at all.
+        Err(CudaUnavailable::NoDriverLibrary) => {}
+        // A driver without a usable GPU: cuInit's own error.
+        Err(CudaUnavailable::InitFailed(e)) => assert_ne!(e as i32, 0),
+        // A real GPU: the pool must work on it.
+        Ok(driver) => {
+            let mut pool = CudaPool::new(driver);
+            if let Ok(p) = pool.alloc(1 << 20, 0) {
+                pool.free(p).unwrap();
+                pool.trim().unwrap();
+            }
+            pool.check_invariants().unwrap();
+        }
+    }
+}

@@ -266,8 +266,13 @@ print("all ok", lib.resize_version().decode())
 // ------------------------------------------------------------------------------ CUDA hooks
 
 /// Builds the fake driver (`tests/c/cuda/fake_libcuda.c`) as `libcuda.so.1`, linked with
-/// `-Bsymbolic` like the real one, and the routes program against it.
+/// `-Bsymbolic` like the real one, and the routes program against it (once per test run).
 fn cuda_routes() -> PathBuf {
+    static EXE: OnceLock<PathBuf> = OnceLock::new();
+    EXE.get_or_init(build_cuda_routes).clone()
+}
+
+fn build_cuda_routes() -> PathBuf {
     let manifest = Path::new(env!("CARGO_MANIFEST_DIR"));
     let dir = work_dir().join("fakecuda");
     std::fs::create_dir_all(&dir).unwrap();
@@ -311,6 +316,46 @@ fn cuda_driver_hooks_through_symbols_dlsym_and_get_proc_address() {
     off.arg("off");
     let out = preloaded(off, &[("RESIZEALLOC_CUDA", "off")]);
     assert_ok(&out, "routes.c with RESIZEALLOC_CUDA=off");
+}
+
+/// The cudarc backend of the core crate against the fake driver: the test binary runs itself
+/// with the fake `libcuda.so` on `LD_LIBRARY_PATH`, where cudarc's loader finds it.
+#[test]
+fn cudarc_backend_pools_against_the_fake_driver() {
+    use resizealloc::device::cuda::{CudaPool, CudarcDriver};
+    if std::env::var_os("RESIZEALLOC_CUDARC_CHILD").is_some() {
+        let mut pool = CudaPool::new(CudarcDriver::new().expect("cudarc loads the fake libcuda"));
+        for i in 0..1000usize {
+            let p = pool.alloc(1000 + i, 0).unwrap();
+            // SAFETY: the fake driver's device memory is host memory of at least that size.
+            unsafe { std::ptr::write_bytes(p as *mut u8, i as u8, 1000 + i) };
+            pool.free(p).unwrap();
+            pool.on_synchronize();
+        }
+        let s = pool.stats();
+        assert_eq!(
+            s.driver_allocs, 1,
+            "one segment from the driver for 1000 rounds"
+        );
+        pool.trim().unwrap();
+        assert_eq!(pool.stats().reserved, 0);
+        println!("all ok");
+        return;
+    }
+    let routes = cuda_routes(); // builds the fake driver next to it
+    let dir = routes.parent().unwrap();
+    let out = Command::new(std::env::current_exe().unwrap())
+        .args([
+            "cudarc_backend_pools_against_the_fake_driver",
+            "--exact",
+            "--nocapture",
+            "--test-threads=1",
+        ])
+        .env("RESIZEALLOC_CUDARC_CHILD", "1")
+        .env("LD_LIBRARY_PATH", dir)
+        .output()
+        .unwrap();
+    assert_ok(&out, "cudarc child");
 }
 
 // ------------------------------------------------------------------------------ real programs

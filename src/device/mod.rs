@@ -20,9 +20,11 @@
 //!   out-of-memory error.
 //! * Unknown pointers and double frees get an error value, and the pool stays intact.
 //!
-//! Status: the pool and its tests are here; the CUDA interposition in `libresizealloc.so` and the
-//! cudarc backend are not built yet (see the project's open issue).
+//! Backends: [`cuda::CudarcDriver`] (the real driver through cudarc, for Rust users) and
+//! [`mock::HostBackend`]. The preload library's CUDA hooks (`preload/src/cuda.rs`) put the pool in
+//! front of unmodified programs.
 
+pub mod cuda;
 pub mod mock;
 pub mod pool;
 
