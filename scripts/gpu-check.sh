@@ -1,0 +1,114 @@
+#!/usr/bin/env bash
+# GPU check for the device pool, in one call on a machine with an NVIDIA GPU, the CUDA toolkit,
+# PyTorch, CuPy and cuda-python, and no cargo: it uses the libresizealloc.so built beforehand
+# (`cargo build --release -p resizealloc-preload`, then carry target/release).
+#
+#   bash scripts/gpu-check.sh            # results in $OUT (or target/gpu)/gpu-results.md
+#
+# 1. builds scripts/gpu/alloc_bench.cu with nvcc, with shared and with static cudart;
+# 2. runs each plainly and under LD_PRELOAD=libresizealloc.so RESIZEALLOC_REGION=process:
+#    kernels write and read back pooled memory (the program fails on a wrong word), and the
+#    host times of cudaMalloc(10)+cudaFree, alloc+free+sync vs a bare sync (10 B, 1 MiB, 64 MiB)
+#    and cudaMallocAsync+cudaFreeAsync go side by side;
+# 3. a PyTorch training loop: torch's caching allocator, PYTORCH_NO_CUDA_MEMORY_CACHING=1, and
+#    that under the library (same final loss required);
+# 4. cuda.core DeviceMemoryResource.allocate(10) + sync, with and without the library.
+# Finishes in well under 5 minutes; every part reports on its own and a failure does not stop
+# the others (the exit status is 1 if any part failed).
+set -u
+cd "$(dirname "$0")/.."
+OUTDIR=${OUT:-target/gpu}
+mkdir -p "$OUTDIR" target/gpu
+LIB=$PWD/target/release/libresizealloc.so
+RES=$OUTDIR/gpu-results.md
+LOG=$OUTDIR/gpu-check.log
+: >"$LOG"
+status=0
+fail() { echo "FAILED: $*" | tee -a "$LOG"; status=1; }
+
+[ -f "$LIB" ] || { echo "missing $LIB: build it with cargo build --release -p resizealloc-preload and carry target/release"; exit 1; }
+GPU=$(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader 2>/dev/null | head -1)
+CUDA_V=$(nvcc --version 2>/dev/null | sed -n 's/.*release \([0-9.]*\).*/\1/p')
+{
+  echo "# GPU check: $(date -u +%Y-%m-%d) on ${GPU:-unknown GPU}, CUDA ${CUDA_V:-?}"
+  echo
+} >"$RES"
+
+# ---- 1+2: the CUDA program, shared and static cudart, plain and under the library
+for rt in shared static; do
+  if ! nvcc -O2 -cudart $rt -o target/gpu/alloc_bench_$rt scripts/gpu/alloc_bench.cu >>"$LOG" 2>&1; then
+    fail "nvcc -cudart $rt"; continue
+  fi
+done
+run_bench() { # name, env...
+  local name=$1; shift
+  timeout 120 env "$@" "target/gpu/alloc_bench_$name" 20000 >"target/gpu/out.$name.$RUN" 2>>"$LOG" || fail "alloc_bench $name ($RUN)"
+}
+{
+  echo "## cudaMalloc / cudaFree (host time per operation)"
+  echo
+  echo "| measure | shared cudart | shared + resizealloc | static cudart | static + resizealloc |"
+  echo "|---|---:|---:|---:|---:|"
+} >>"$RES"
+for rt in shared static; do
+  [ -x target/gpu/alloc_bench_$rt ] || continue
+  RUN=plain run_bench $rt RESIZEALLOC_UNUSED=1
+  RUN=pooled run_bench $rt LD_PRELOAD="$LIB" RESIZEALLOC_REGION=process RESIZEALLOC_STATS=1
+done
+for m in correctness pair_10B bare_sync alloc_free_sync_10B alloc_free_sync_10B_vs_bare alloc_free_sync_1MiB alloc_free_sync_1MiB_vs_bare alloc_free_sync_64MiB alloc_free_sync_64MiB_vs_bare async_pair_4KiB; do
+  row="| $m |"
+  for f in shared.plain shared.pooled static.plain static.pooled; do
+    v=$(awk -v m="$m" '$1=="RESULT" && $2==m {print $3" "$4}' "target/gpu/out.$f" 2>/dev/null)
+    row="$row ${v:-n/a} |"
+  done
+  echo "$row" >>"$RES"
+done
+grep -h "resizealloc:" "$LOG" | tail -3 | sed 's/^/    /' >>"$RES" || true
+echo >>"$RES"
+echo "Targets: pair <= 100 ns host time; alloc+free+sync <= 1.1 x a bare sync (the pooled columns)." >>"$RES"
+echo >>"$RES"
+
+# ---- 3: PyTorch
+PY=$(command -v python3 || command -v python)
+if "$PY" -c "import torch; assert torch.cuda.is_available()" >>"$LOG" 2>&1; then
+  t_cache=$(timeout 120 "$PY" scripts/gpu/torch_loop.py 300 2>>"$LOG") || fail "torch caching"
+  t_nocache=$(PYTORCH_NO_CUDA_MEMORY_CACHING=1 timeout 120 "$PY" scripts/gpu/torch_loop.py 300 2>>"$LOG") || fail "torch no caching"
+  t_pool=$(PYTORCH_NO_CUDA_MEMORY_CACHING=1 LD_PRELOAD="$LIB" RESIZEALLOC_REGION=process timeout 120 "$PY" scripts/gpu/torch_loop.py 300 2>>"$LOG") || fail "torch under resizealloc"
+  get() { echo "$1" | awk -v k="$2" '$2==k {print $3}'; }
+  {
+    echo "## PyTorch training loop (300 steps, MLP 1024-2048-2048-10, batch 256)"
+    echo
+    echo "| allocator | us per step | final loss |"
+    echo "|---|---:|---:|"
+    echo "| torch caching allocator | $(get "$t_cache" torch_step) | $(get "$t_cache" torch_loss) |"
+    echo "| PYTORCH_NO_CUDA_MEMORY_CACHING=1 | $(get "$t_nocache" torch_step) | $(get "$t_nocache" torch_loss) |"
+    echo "| same, under libresizealloc.so (process mode) | $(get "$t_pool" torch_step) | $(get "$t_pool" torch_loss) |"
+    echo
+    echo "Target: the last row within 1.3 x the first."
+    echo
+  } >>"$RES"
+  [ "$(get "$t_nocache" torch_loss)" = "$(get "$t_pool" torch_loss)" ] || fail "torch loss differs under the library"
+else
+  echo "PyTorch with CUDA not available: skipped" >>"$RES"
+fi
+
+# ---- 4: cuda.core
+if "$PY" -c "import cuda.core" >>"$LOG" 2>&1; then
+  c_plain=$(timeout 60 "$PY" scripts/gpu/cuda_core_alloc.py 2000 2>>"$LOG") || fail "cuda.core plain"
+  c_pool=$(LD_PRELOAD="$LIB" RESIZEALLOC_REGION=process timeout 60 "$PY" scripts/gpu/cuda_core_alloc.py 2000 2>>"$LOG") || fail "cuda.core under resizealloc"
+  {
+    echo "## cuda.core DeviceMemoryResource.allocate(10) + close + sync"
+    echo
+    echo "| | ns per iteration |"
+    echo "|---|---:|"
+    echo "| plain | $(echo "$c_plain" | awk '$2=="cuda_core_alloc_sync" {print $3}') |"
+    echo "| under libresizealloc.so | $(echo "$c_pool" | awk '$2=="cuda_core_alloc_sync" {print $3}') |"
+    echo
+    echo "(cuMemAllocFromPoolAsync is not hooked yet: the second row shows the pass-through cost.)"
+  } >>"$RES"
+else
+  echo "cuda.core not available: skipped" >>"$RES"
+fi
+
+cat "$RES"
+exit $status
