@@ -45,8 +45,12 @@ for spec in mimalloc:libmimalloc.so.2 jemalloc:libjemalloc.so.2 tcmalloc:libtcma
 done
 ((missing)) && echo "  install with: apt-get install -y libmimalloc2.0 libjemalloc2 libtcmalloc-minimal4" >&2
 NAMES+=(resizealloc); PRELOAD[resizealloc]=$SO
-# "floor": the same binary with --floor (bump from a static buffer, no frees): the work alone.
-NAMES+=(floor); PRELOAD[floor]=""
+# "forwarder": a preloaded library that only forwards to glibc (scripts/bench_forwarder.c): what
+# any interposer costs. "floor": the same binary with --floor (bump from a static buffer, no
+# frees): the work alone.
+FWD=$OUT/libforwarder.so
+gcc -O2 -shared -fPIC -o "$FWD" scripts/bench_forwarder.c -ldl
+NAMES+=(forwarder floor); PRELOAD[forwarder]=$ROOT/$FWD; PRELOAD[floor]=""
 
 # 4. interleaved rounds; the starting allocator rotates each round
 n=${#NAMES[@]}
@@ -88,7 +92,7 @@ END {
         for (i = 1; i <= na; i++) {
             med[A[i]] = median(wl SUBSEP A[i]); x = med[A[i]]
             line = line " " fmt(x == "" ? "" : x / div) " |"
-            if (A[i] != "resizealloc" && A[i] != "floor" && x != "" && (best == "" || (higher ? x > best : x < best))) best = x
+            if (A[i] != "resizealloc" && A[i] != "floor" && A[i] != "forwarder" && x != "" && (best == "" || (higher ? x > best : x < best))) best = x
         }
         rz = med["resizealloc"]; gl = med["glibc"]; sp = ""; rg = ""
         if (rz != "" && best != "" && rz > 0 && wl != "thread_scaling" && wl != "peak_rss_kib") sp = higher ? rz / best : best / rz

@@ -72,20 +72,19 @@ impl<A> ResizeAlloc<A> {
 unsafe impl<A: GlobalAlloc> GlobalAlloc for ResizeAlloc<A> {
     #[inline(always)]
     unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
-        let a = router::active_arena();
-        if !a.is_null() {
-            // SAFETY: the thread's own active arena; size >= 1; Layout's align is a power of two.
-            let p = unsafe { (*a).try_alloc_fast(layout.size().max(1), layout.align()) };
-            if !p.is_null() {
-                return p;
+        match router::route() {
+            router::Route::Arena(a) => {
+                // SAFETY: the thread's own active arena; size >= 1; Layout's align is a power of two.
+                let p = unsafe { (*a).try_alloc_fast(layout.size().max(1), layout.align()) };
+                if !p.is_null() {
+                    return p;
+                }
+                self.alloc_slow(layout)
             }
-            return self.alloc_slow(layout);
+            // SAFETY: forwarded contract.
+            router::Route::Next => unsafe { self.next.alloc(layout) },
+            router::Route::Check => self.alloc_slow(layout),
         }
-        if router::outside_needs_attention() {
-            return self.alloc_slow(layout);
-        }
-        // SAFETY: forwarded contract.
-        unsafe { self.next.alloc(layout) }
     }
 
     #[inline(always)]

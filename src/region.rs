@@ -26,7 +26,9 @@ const DENIED: u8 = 8;
 
 /// One thread's region state.
 ///
-/// Invariant: `active` is null or equal to `arena`; it is non-null exactly while the thread is
+/// `active` is null (the thread has not been routed yet: look at the mode), [`SETTLED`] (outside
+/// any region, mode known: straight to the next allocator), or the thread's arena.
+/// Invariant: when it is an arena it equals `arena`; it is an arena exactly while the thread is
 /// inside a region (explicit, or process mode) and holds an arena.
 #[repr(C)]
 pub struct ThreadState {
@@ -183,10 +185,44 @@ pub fn options_ready() -> bool {
 
 // ------------------------------------------------------------------------------ arena routing
 
+/// `ThreadState::active` of a thread outside regions whose mode is known: allocations go straight
+/// to the next allocator, without looking at the global mode.
+pub const SETTLED: *const Arena = 1 as *const Arena;
+
+/// True when an `active` value is an arena (not null, not [`SETTLED`]).
+#[inline(always)]
+pub fn is_arena(a: *const Arena) -> bool {
+    a as usize > SETTLED as usize
+}
+
 /// The arena allocations should go to now, or null.
 #[inline(always)]
 pub(crate) fn active_arena(ts: &ThreadState) -> *const Arena {
-    ts.active.get()
+    let a = ts.active.get();
+    if is_arena(a) {
+        a
+    } else {
+        ptr::null()
+    }
+}
+
+/// What `active` becomes when the thread leaves its regions: [`SETTLED`] once the mode is known
+/// (markers or off), else null so that the next allocation looks at the mode again.
+fn outside_value() -> *const Arena {
+    if MODE.load(Ordering::Relaxed) & (MODE_UNINIT | MODE_PROCESS) == 0 {
+        SETTLED
+    } else {
+        ptr::null()
+    }
+}
+
+/// Marks the calling thread as routed to the next allocator while outside regions (called by
+/// the router once it has looked at the mode).
+pub(crate) fn settle_outside() {
+    let ts = state();
+    if ts.active.get().is_null() {
+        ts.active.set(outside_value());
+    }
 }
 
 /// The calling thread's arena (in a region or not), or null.
@@ -195,7 +231,8 @@ pub(crate) fn own_arena(ts: &ThreadState) -> *const Arena {
     ts.arena.get()
 }
 
-/// `active_arena(state())` in one fs-relative load (x86-64 Linux), else through `state()`.
+/// The raw `active` value (null, [`SETTLED`] or an arena) in one fs-relative load (x86-64
+/// Linux), else through `state()`.
 #[inline(always)]
 pub(crate) fn load_active() -> *const Arena {
     #[cfg(all(
@@ -209,7 +246,7 @@ pub(crate) fn load_active() -> *const Arena {
         target_os = "linux",
         not(feature = "tls-thread-local")
     )))]
-    return active_arena(state());
+    return state().active.get();
 }
 
 /// `own_arena(state())` in one fs-relative load (x86-64 Linux), else through `state()`.
@@ -409,8 +446,8 @@ pub fn region_begin() {
     }
     if depth == 0 {
         let a = ensure_arena(ts);
-        ts.active.set(a);
-    } else if !ts.active.get().is_null() {
+        ts.active.set(if a.is_null() { outside_value() } else { a });
+    } else if is_arena(ts.active.get()) {
         // SAFETY: `active` is our own arena.
         unsafe { (*ts.active.get()).push_checkpoint() };
     }
@@ -433,10 +470,10 @@ pub fn region_end() -> Result<(), RegionError> {
     let arena = unsafe { &*a };
     if ts.flags.get() & JOINED != 0 {
         arena.pop_checkpoint();
-    } else if ts.active.get().is_null() {
+    } else if !is_arena(ts.active.get()) {
         // Entered while markers were off (or no arena): nothing to undo.
     } else if depth == 1 {
-        ts.active.set(ptr::null());
+        ts.active.set(outside_value());
         arena.reset();
     } else {
         arena.pop_checkpoint();

@@ -38,24 +38,35 @@ pub unsafe fn alloc(size: usize, align: usize) -> *mut u8 {
 #[inline(always)]
 pub unsafe fn alloc_fast(size: usize, align: usize) -> *mut u8 {
     let a = region::load_active();
-    if a.is_null() {
+    if !region::is_arena(a) {
         return ptr::null_mut();
     }
     // SAFETY: the active arena is this thread's own; the caller's obligations hold.
     unsafe { (*a).try_alloc_fast(size, align) }
 }
 
-/// The calling thread's arena when it is inside a region, else null.
-#[inline(always)]
-pub fn active_arena() -> *const Arena {
-    region::load_active()
+/// Where the calling thread's allocations go, as front ends dispatch on it in one load:
+#[derive(Clone, Copy)]
+pub enum Route {
+    /// Inside a region: this arena's fast path, else [`alloc_slow`].
+    Arena(*const Arena),
+    /// Outside regions, mode known: the next allocator directly.
+    Next,
+    /// Not routed yet: [`alloc_slow`] looks at the mode (and settles the thread).
+    Check,
 }
 
-/// Outside a region: whether the pass-through path must call [`alloc_slow`] anyway (the options
-/// are not read yet, or process mode has to enrol this thread).
+/// The calling thread's [`Route`].
 #[inline(always)]
-pub fn outside_needs_attention() -> bool {
-    MODE.load(Ordering::Relaxed) & MODE_ATTENTION != 0
+pub fn route() -> Route {
+    let a = region::load_active();
+    if region::is_arena(a) {
+        Route::Arena(a)
+    } else if a.is_null() {
+        Route::Check
+    } else {
+        Route::Next
+    }
 }
 
 /// Everything [`alloc_fast`] declined: the arena's slow path inside a region, or, outside one,
@@ -71,6 +82,7 @@ pub fn alloc_slow(size: usize, align: usize) -> *mut u8 {
     if MODE.load(Ordering::Relaxed) & MODE_ATTENTION != 0 {
         return alloc_attention(size, align);
     }
+    region::settle_outside();
     ptr::null_mut()
 }
 
@@ -81,6 +93,7 @@ pub fn alloc_slow(size: usize, align: usize) -> *mut u8 {
 fn alloc_attention(size: usize, align: usize) -> *mut u8 {
     let m = region::mode();
     if m & MODE_PROCESS == 0 || m & MODE_OFF != 0 {
+        region::settle_outside();
         return ptr::null_mut();
     }
     let a = region::join_process(region::state());

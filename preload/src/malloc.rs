@@ -31,19 +31,18 @@ fn arena_alloc(size: usize, align: usize) -> *mut c_void {
 /// `malloc(3)`. The inlined fast path calls nothing; everything else is one cold call.
 #[no_mangle]
 pub extern "C" fn malloc(size: usize) -> *mut c_void {
-    let a = router::active_arena();
-    if !a.is_null() {
-        // SAFETY: the thread's own active arena; size >= 1; MIN_ALIGN is a power of two.
-        let p = unsafe { (*a).try_alloc_fast(size.max(1), MIN_ALIGN) };
-        if !p.is_null() {
-            return p as *mut c_void;
+    match router::route() {
+        router::Route::Arena(a) => {
+            // SAFETY: the thread's own active arena; size >= 1; MIN_ALIGN is a power of two.
+            let p = unsafe { (*a).try_alloc_fast(size.max(1), MIN_ALIGN) };
+            if !p.is_null() {
+                return p as *mut c_void;
+            }
+            malloc_slow(size)
         }
-        return malloc_slow(size);
+        router::Route::Next => real::malloc(size),
+        router::Route::Check => malloc_slow(size),
     }
-    if router::outside_needs_attention() {
-        return malloc_slow(size);
-    }
-    real::malloc(size)
 }
 
 #[cold]
@@ -60,14 +59,16 @@ fn malloc_slow(size: usize) -> *mut c_void {
 /// one cold call.
 #[no_mangle]
 pub extern "C" fn free(p: *mut c_void) {
-    if router::free_fast(p as *mut u8) {
+    // Foreign pointers first: outside regions they are nearly all of them, and one range check
+    // sends them on.
+    if !router::owns(p as *mut u8) {
+        if !p.is_null() {
+            real::free(p);
+        }
         return;
     }
-    if router::owns(p as *mut u8) {
-        return free_slow(p);
-    }
-    if !p.is_null() {
-        real::free(p);
+    if !router::free_fast(p as *mut u8) {
+        free_slow(p);
     }
 }
 
