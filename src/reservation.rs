@@ -68,15 +68,6 @@ pub unsafe fn arena_of(p: *mut u8) -> &'static Arena {
     unsafe { &*Arena::of(p as usize, 1usize << shift) }
 }
 
-/// The start of the slot holding `p`, as an arena pointer (not dereferenced here).
-///
-/// # Safety
-/// `owns(p)` is true.
-#[inline(always)]
-pub unsafe fn slot_of(p: *mut u8) -> *const Arena {
-    Arena::of(p as usize, 1usize << SLOT_SHIFT.load(Ordering::Relaxed))
-}
-
 /// Size of one slot (the largest an arena can grow to), once the reservation exists.
 pub fn slot_size() -> usize {
     let shift = SLOT_SHIFT.load(Ordering::Relaxed);
