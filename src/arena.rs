@@ -55,6 +55,9 @@ pub const MAX_CHECKPOINTS: usize = 32;
 const SIZE_BITS: u32 = 48;
 const SIZE_MASK: usize = (1 << SIZE_BITS) - 1;
 const TAG_LIVE: usize = 0xA110;
+/// See `Arena::release_balance`: remote frees alone can never reach it (they would need 2^63
+/// granule units).
+const ORPHANED: u64 = 1 << 63;
 const TAG_FREED: usize = 0xF4EE;
 
 /// How one arena behaves; fixed when the arena is created.
@@ -207,12 +210,15 @@ pub struct Arena {
 
     // --- written by other threads ---
     remote: *const AtomicU64,
-    remote_total: AtomicU64,
+    /// The release handshake in one word: remote frees add the granule units they free; the
+    /// exiting owner adds `ORPHANED - (units it counted)`. The one operation that makes it equal
+    /// to `ORPHANED` (all units freed, owner gone) releases the slot, and no thread reads the
+    /// arena after its own add: the slot may be gone by then.
+    release_balance: AtomicU64,
     /// Blocks freed by other threads.
     remote_blocks: AtomicU64,
-    local_total_final: AtomicU64,
+    /// Set by the exiting owner (stats only).
     orphaned: AtomicBool,
-    released: AtomicBool,
     /// Free for the owner of the slot table to use (links, ids).
     pub slot_index: AtomicUsize,
 }
@@ -320,11 +326,9 @@ impl Arena {
             spilled_allocs: OwnerCounter::default(),
             resizes: OwnerCounter::default(),
             remote,
-            remote_total: AtomicU64::new(0),
+            release_balance: AtomicU64::new(0),
             remote_blocks: AtomicU64::new(0),
-            local_total_final: AtomicU64::new(0),
             orphaned: AtomicBool::new(false),
-            released: AtomicBool::new(false),
             slot_index: AtomicUsize::new(0),
         };
         arena.capacity_bytes.set(committed as u64);
@@ -770,10 +774,12 @@ impl Arena {
         }
         self.remote_blocks.fetch_add(1, Ordering::Relaxed);
         let units = (last - first + 1) as u64;
-        let total = self.remote_total.fetch_add(units, Ordering::SeqCst) + units;
-        self.orphaned.load(Ordering::SeqCst)
-            && total == self.local_total_final.load(Ordering::SeqCst)
-            && self.claim_release()
+        // Last access to the arena: after this add another thread may release the slot.
+        let balance = self
+            .release_balance
+            .fetch_add(units, Ordering::AcqRel)
+            .wrapping_add(units);
+        balance == ORPHANED
     }
 
     /// Grows the live block `p` to `new_size` without moving it, when it is the last block of the
@@ -1033,15 +1039,13 @@ impl Arena {
             // SAFETY: granule of this slot; the owner thread (us) is the only writer.
             total = total.wrapping_add(unsafe { *self.local.add(g) });
         }
-        self.local_total_final.store(total, Ordering::SeqCst);
-        self.orphaned.store(true, Ordering::SeqCst);
-        self.remote_total.load(Ordering::SeqCst) == total && self.claim_release()
-    }
-
-    fn claim_release(&self) -> bool {
-        self.released
-            .compare_exchange(false, true, Ordering::SeqCst, Ordering::SeqCst)
-            .is_ok()
+        self.orphaned.store(true, Ordering::Release);
+        // Last access to the arena by its owner, as in `free_remote`.
+        let delta = ORPHANED.wrapping_sub(total);
+        self.release_balance
+            .fetch_add(delta, Ordering::AcqRel)
+            .wrapping_add(delta)
+            == ORPHANED
     }
 
     /// Whether the owner thread has exited.

@@ -440,3 +440,39 @@ proptest! {
         }
     }
 }
+
+/// Exited threads' arenas are released by whichever free is last, while other frees of the same
+/// arena may still be in flight on other threads (the release handshake must not touch the
+/// arena after its final add).
+#[test]
+fn concurrent_last_frees_of_exited_threads_release_each_arena_once() {
+    for _ in 0..50 {
+        let blocks: Vec<Box<[u8]>> = (0..4)
+            .map(|i| {
+                std::thread::spawn(move || {
+                    region(|| {
+                        (0..64)
+                            .map(|k| vec![(i + k) as u8; 200].into_boxed_slice())
+                            .collect::<Vec<_>>()
+                    })
+                })
+            })
+            .flat_map(|t| t.join().unwrap())
+            .collect();
+        for (n, b) in blocks.iter().enumerate() {
+            let expected = (n / 64 + n % 64) as u8;
+            assert!(
+                b.iter().all(|&x| x == expected),
+                "a block of an exited thread changed"
+            );
+        }
+        let (a, b): (Vec<_>, Vec<_>) = blocks
+            .into_iter()
+            .enumerate()
+            .partition(|(i, _)| i % 2 == 0);
+        let ta = std::thread::spawn(move || drop(a));
+        let tb = std::thread::spawn(move || drop(b));
+        ta.join().unwrap();
+        tb.join().unwrap();
+    }
+}
