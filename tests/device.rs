@@ -62,6 +62,30 @@ fn a_synchronously_freed_block_is_not_reused_before_a_sync() {
 }
 
 #[test]
+fn a_free_that_races_with_a_sync_waits_for_the_next_one() {
+    let mut p = pool(64 * MIB);
+    let early = p.alloc(MIB / 2, 0).unwrap();
+    let late = p.alloc(MIB / 2, 0).unwrap();
+    p.free(early).unwrap();
+    let mark = p.sync_mark(); // the program's cuCtxSynchronize starts here
+    p.free(late).unwrap(); // another thread frees while the sync runs
+    p.on_synchronize_since(mark);
+    let a = p.alloc(MIB / 2, 0).unwrap();
+    let b = p.alloc(MIB / 2, 0).unwrap();
+    assert_eq!(a, early, "freed before the sync: reusable");
+    assert_ne!(b, late, "freed during the sync: not covered by it");
+    assert_eq!(
+        p.stats().own_syncs,
+        0,
+        "the segment had room: no sync of the pool's own"
+    );
+    p.on_synchronize();
+    p.free(a).unwrap();
+    p.free(b).unwrap();
+    p.check_invariants().unwrap();
+}
+
+#[test]
 fn one_own_sync_per_batch_of_frees_when_the_pool_would_grow() {
     let mut p = pool(64 * MIB);
     let blocks: Vec<DevPtr> = (0..4)

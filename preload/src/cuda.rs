@@ -107,6 +107,55 @@ type ProcFn = unsafe extern "C" fn(*const c_char, *mut *mut c_void, c_int, u64) 
 type ProcV2Fn =
     unsafe extern "C" fn(*const c_char, *mut *mut c_void, c_int, u64, *mut c_int) -> CUresult;
 
+/// The driver's functions, each looked up once (see `real_symbol`).
+fn drv_cuctxgetcurrent() -> Option<CtxFn> {
+    real_fn!(REAL, c"cuCtxGetCurrent", CtxFn)
+}
+
+fn drv_cuctxsynchronize() -> Option<SyncFn> {
+    real_fn!(REAL, c"cuCtxSynchronize", SyncFn)
+}
+
+fn drv_cugetprocaddress() -> Option<ProcFn> {
+    real_fn!(REAL, c"cuGetProcAddress", ProcFn)
+}
+
+fn drv_cugetprocaddress_v2() -> Option<ProcV2Fn> {
+    real_fn!(REAL, c"cuGetProcAddress_v2", ProcV2Fn)
+}
+
+fn drv_cumemallocasync() -> Option<AllocAsyncFn> {
+    real_fn!(REAL, c"cuMemAllocAsync", AllocAsyncFn)
+}
+
+fn drv_cumemallocasync_ptsz() -> Option<AllocAsyncFn> {
+    real_fn!(REAL, c"cuMemAllocAsync_ptsz", AllocAsyncFn)
+}
+
+fn drv_cumemalloc_v2() -> Option<AllocFn> {
+    real_fn!(REAL, c"cuMemAlloc_v2", AllocFn)
+}
+
+fn drv_cumemfreeasync() -> Option<FreeAsyncFn> {
+    real_fn!(REAL, c"cuMemFreeAsync", FreeAsyncFn)
+}
+
+fn drv_cumemfreeasync_ptsz() -> Option<FreeAsyncFn> {
+    real_fn!(REAL, c"cuMemFreeAsync_ptsz", FreeAsyncFn)
+}
+
+fn drv_cumemfree_v2() -> Option<FreeFn> {
+    real_fn!(REAL, c"cuMemFree_v2", FreeFn)
+}
+
+fn drv_cumemgetaddressrange_v2() -> Option<RangeFn> {
+    real_fn!(REAL, c"cuMemGetAddressRange_v2", RangeFn)
+}
+
+fn drv_cupointergetattribute() -> Option<AttrFn> {
+    real_fn!(REAL, c"cuPointerGetAttribute", AttrFn)
+}
+
 /// A driver call that could not be found answers like a driver that is not there.
 const CUDA_ERROR_NOT_INITIALIZED: CUresult = 3;
 
@@ -119,7 +168,7 @@ impl Backend for Driver {
     type Error = CUresult;
 
     fn alloc(&mut self, bytes: usize) -> Result<DevPtr, CUresult> {
-        let Some(f) = real_fn!(REAL_ALLOC, c"cuMemAlloc_v2", AllocFn) else {
+        let Some(f) = drv_cumemalloc_v2() else {
             return Err(CUDA_ERROR_NOT_INITIALIZED);
         };
         let mut p: CUdeviceptr = 0;
@@ -131,7 +180,7 @@ impl Backend for Driver {
     }
 
     fn free(&mut self, ptr: DevPtr) -> Result<(), CUresult> {
-        let Some(f) = real_fn!(REAL_FREE, c"cuMemFree_v2", FreeFn) else {
+        let Some(f) = drv_cumemfree_v2() else {
             return Err(CUDA_ERROR_NOT_INITIALIZED);
         };
         // SAFETY: `ptr` is a segment the pool got from the real driver.
@@ -154,19 +203,43 @@ impl Backend for Driver {
 }
 
 fn real_sync() -> CUresult {
-    match real_fn!(REAL_SYNC, c"cuCtxSynchronize", SyncFn) {
+    match drv_cuctxsynchronize() {
         // SAFETY: the driver's cuCtxSynchronize.
         Some(f) => unsafe { f() },
         None => CUDA_ERROR_NOT_INITIALIZED,
     }
 }
 
-/// One pool per context, keyed by the context handle.
-static POOLS: spin::Mutex<Vec<(usize, DevicePool<Driver>)>> = spin::Mutex::new(Vec::new());
+/// One pool per context, keyed by the context handle. A spin lock that yields (threads may
+/// wait here for a driver call), which the fork handlers can take and force open.
+static POOLS: spin::mutex::SpinMutex<Vec<(usize, DevicePool<Driver>)>, spin::relax::Yield> =
+    spin::mutex::SpinMutex::new(Vec::new());
+
+/// Looks up every driver function the pool uses, so that no lookup (which may take the dynamic
+/// loader's lock) ever happens while `POOLS` is held.
+fn resolve_driver() {
+    let _ = (
+        drv_cumemalloc_v2(),
+        drv_cumemfree_v2(),
+        drv_cuctxsynchronize(),
+        drv_cuctxgetcurrent(),
+    );
+}
+
+/// Fork support: hold the pool lock across `fork` (see `lib.rs`).
+pub fn fork_prepare() {
+    core::mem::forget(POOLS.lock());
+}
+
+/// Fork support: release the lock taken by [`fork_prepare`], in the parent and in the child.
+pub fn fork_finish() {
+    // SAFETY: `fork_prepare` took the lock in this thread (or its copy in the child).
+    unsafe { POOLS.force_unlock() };
+}
 
 fn current_context() -> usize {
     let mut ctx: CUcontext = core::ptr::null_mut();
-    if let Some(f) = real_fn!(REAL_CTX, c"cuCtxGetCurrent", CtxFn) {
+    if let Some(f) = drv_cuctxgetcurrent() {
         // SAFETY: valid out pointer.
         unsafe { f(&mut ctx) };
     }
@@ -174,6 +247,7 @@ fn current_context() -> usize {
 }
 
 fn with_pool<R>(f: impl FnOnce(&mut DevicePool<Driver>) -> R) -> R {
+    resolve_driver();
     let ctx = current_context();
     let mut pools = POOLS.lock();
     let i = match pools.iter().position(|(c, _)| *c == ctx) {
@@ -188,6 +262,7 @@ fn with_pool<R>(f: impl FnOnce(&mut DevicePool<Driver>) -> R) -> R {
 
 /// The pool holding `ptr` in one of its segments, if any (any context).
 fn with_owner<R>(ptr: DevPtr, f: impl FnOnce(&mut DevicePool<Driver>) -> R) -> Option<R> {
+    resolve_driver();
     let mut pools = POOLS.lock();
     let pool = pools
         .iter_mut()
@@ -204,6 +279,28 @@ fn pooled() -> bool {
             || (o.region == RegionMode::Markers && resizealloc::region_depth() > 0))
 }
 
+/// Stream identity for the pool's reuse rule ("reusable at once on the same stream"):
+/// * synchronous allocations (`cuMemAlloc`) never match an async-freed block;
+/// * `CU_STREAM_LEGACY` (1) is the legacy default stream, like 0 in the plain variants;
+/// * `CU_STREAM_PER_THREAD` (2), and 0 in the `_ptsz` variants, are the calling thread's own
+///   per-thread stream, which differs between threads although the handle is the same.
+const SYNC_STREAM: u64 = u64::MAX;
+const CU_STREAM_LEGACY: u64 = 1;
+const CU_STREAM_PER_THREAD: u64 = 2;
+
+fn stream_id(stream: CUstream, per_thread_default: bool) -> u64 {
+    let handle = stream as u64;
+    let per_thread = handle == CU_STREAM_PER_THREAD || (handle == 0 && per_thread_default);
+    if per_thread {
+        // The thread's own state block: unique among running threads.
+        (1 << 62) | resizealloc::region::state() as *const _ as u64
+    } else if handle == CU_STREAM_LEGACY {
+        0
+    } else {
+        handle
+    }
+}
+
 fn code(e: PoolError<CUresult>) -> CUresult {
     match e {
         PoolError::ZeroSize | PoolError::InvalidPointer => CUDA_ERROR_INVALID_VALUE,
@@ -213,11 +310,11 @@ fn code(e: PoolError<CUresult>) -> CUresult {
 
 // ------------------------------------------------------------------------------ the hooks
 
-fn pool_alloc(dptr: *mut CUdeviceptr, size: usize, stream: CUstream) -> CUresult {
+fn pool_alloc(dptr: *mut CUdeviceptr, size: usize, stream: u64) -> CUresult {
     if dptr.is_null() {
         return CUDA_ERROR_INVALID_VALUE;
     }
-    match with_pool(|p| p.alloc(size, stream as u64)) {
+    match with_pool(|p| p.alloc(size, stream)) {
         Ok(ptr) => {
             // SAFETY: non-null out pointer from the caller.
             unsafe { *dptr = ptr };
@@ -231,9 +328,9 @@ fn pool_alloc(dptr: *mut CUdeviceptr, size: usize, stream: CUstream) -> CUresult
 #[no_mangle]
 pub extern "C" fn cuMemAlloc_v2(dptr: *mut CUdeviceptr, size: usize) -> CUresult {
     if pooled() {
-        return pool_alloc(dptr, size, core::ptr::null_mut());
+        return pool_alloc(dptr, size, SYNC_STREAM);
     }
-    match real_fn!(REAL_ALLOC_PT, c"cuMemAlloc_v2", AllocFn) {
+    match drv_cumemalloc_v2() {
         // SAFETY: forwarded arguments.
         Some(f) => unsafe { f(dptr, size) },
         None => CUDA_ERROR_NOT_INITIALIZED,
@@ -246,7 +343,7 @@ pub extern "C" fn cuMemFree_v2(ptr: CUdeviceptr) -> CUresult {
     if let Some(r) = with_owner(ptr, |p| p.free(ptr)) {
         return r.map_or_else(code, |()| CUDA_SUCCESS);
     }
-    match real_fn!(REAL_FREE_PT, c"cuMemFree_v2", FreeFn) {
+    match drv_cumemfree_v2() {
         // SAFETY: not ours: forwarded.
         Some(f) => unsafe { f(ptr) },
         None => CUDA_ERROR_NOT_INITIALIZED,
@@ -257,10 +354,11 @@ fn alloc_async(
     dptr: *mut CUdeviceptr,
     size: usize,
     stream: CUstream,
+    ptsz: bool,
     real: Option<AllocAsyncFn>,
 ) -> CUresult {
     if pooled() {
-        return pool_alloc(dptr, size, stream);
+        return pool_alloc(dptr, size, stream_id(stream, ptsz));
     }
     match real {
         // SAFETY: forwarded arguments.
@@ -269,8 +367,14 @@ fn alloc_async(
     }
 }
 
-fn free_async(ptr: CUdeviceptr, stream: CUstream, real: Option<FreeAsyncFn>) -> CUresult {
-    if let Some(r) = with_owner(ptr, |p| p.free_async(ptr, stream as u64)) {
+fn free_async(
+    ptr: CUdeviceptr,
+    stream: CUstream,
+    ptsz: bool,
+    real: Option<FreeAsyncFn>,
+) -> CUresult {
+    let id = stream_id(stream, ptsz);
+    if let Some(r) = with_owner(ptr, |p| p.free_async(ptr, id)) {
         return r.map_or_else(code, |()| CUDA_SUCCESS);
     }
     match real {
@@ -287,12 +391,7 @@ pub extern "C" fn cuMemAllocAsync(
     size: usize,
     stream: CUstream,
 ) -> CUresult {
-    alloc_async(
-        dptr,
-        size,
-        stream,
-        real_fn!(REAL_AA, c"cuMemAllocAsync", AllocAsyncFn),
-    )
+    alloc_async(dptr, size, stream, false, drv_cumemallocasync())
 }
 
 /// `cuMemAllocAsync_ptsz` (per-thread default stream).
@@ -302,40 +401,30 @@ pub extern "C" fn cuMemAllocAsync_ptsz(
     size: usize,
     stream: CUstream,
 ) -> CUresult {
-    alloc_async(
-        dptr,
-        size,
-        stream,
-        real_fn!(REAL_AAP, c"cuMemAllocAsync_ptsz", AllocAsyncFn),
-    )
+    alloc_async(dptr, size, stream, true, drv_cumemallocasync_ptsz())
 }
 
 /// `cuMemFreeAsync`.
 #[no_mangle]
 pub extern "C" fn cuMemFreeAsync(ptr: CUdeviceptr, stream: CUstream) -> CUresult {
-    free_async(
-        ptr,
-        stream,
-        real_fn!(REAL_FA, c"cuMemFreeAsync", FreeAsyncFn),
-    )
+    free_async(ptr, stream, false, drv_cumemfreeasync())
 }
 
 /// `cuMemFreeAsync_ptsz`.
 #[no_mangle]
 pub extern "C" fn cuMemFreeAsync_ptsz(ptr: CUdeviceptr, stream: CUstream) -> CUresult {
-    free_async(
-        ptr,
-        stream,
-        real_fn!(REAL_FAP, c"cuMemFreeAsync_ptsz", FreeAsyncFn),
-    )
+    free_async(ptr, stream, true, drv_cumemfreeasync_ptsz())
 }
 
 /// `cuCtxSynchronize`: after the real one, everything freed before is safe to reuse.
 #[no_mangle]
 pub extern "C" fn cuCtxSynchronize() -> CUresult {
+    // Frees made by other threads while the sync runs are not covered by it: only what was
+    // freed before the mark becomes reusable.
+    let mark = with_pool(|p| p.sync_mark());
     let r = real_sync();
     if r == CUDA_SUCCESS {
-        with_pool(|p| p.on_synchronize());
+        with_pool(|p| p.on_synchronize_since(mark));
     }
     r
 }
@@ -359,7 +448,7 @@ pub extern "C" fn cuMemGetAddressRange_v2(
         }
         return CUDA_SUCCESS;
     }
-    match real_fn!(REAL_RANGE, c"cuMemGetAddressRange_v2", RangeFn) {
+    match drv_cumemgetaddressrange_v2() {
         // SAFETY: forwarded arguments.
         Some(f) => unsafe { f(base, size, ptr) },
         None => CUDA_ERROR_NOT_INITIALIZED,
@@ -389,7 +478,7 @@ pub extern "C" fn cuPointerGetAttribute(
             return CUDA_SUCCESS;
         }
     }
-    match real_fn!(REAL_ATTR, c"cuPointerGetAttribute", AttrFn) {
+    match drv_cupointergetattribute() {
         // SAFETY: forwarded arguments.
         Some(f) => unsafe { f(data, attr, ptr) },
         None => CUDA_ERROR_NOT_INITIALIZED,
@@ -415,28 +504,37 @@ fn hook_by_symbol(name: &[u8]) -> *mut c_void {
     f as *mut c_void
 }
 
-/// Our hook for a base name as `cuGetProcAddress` is asked for it.
-fn hook_by_base_name(name: &[u8], flags: u64) -> *mut c_void {
+/// Our hook for a base name as `cuGetProcAddress` is asked for it, when the requested CUDA
+/// version gets the ABI our hook implements (older versions keep the driver's answer).
+fn hook_by_base_name(name: &[u8], version: c_int, flags: u64) -> *mut c_void {
     let ptds = flags & CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM != 0;
-    let symbol: &[u8] = match name {
-        b"cuMemAlloc" => b"cuMemAlloc_v2",
-        b"cuMemFree" => b"cuMemFree_v2",
-        b"cuMemAllocAsync" if ptds => b"cuMemAllocAsync_ptsz",
-        b"cuMemFreeAsync" if ptds => b"cuMemFreeAsync_ptsz",
-        b"cuMemGetAddressRange" => b"cuMemGetAddressRange_v2",
-        b"cuGetProcAddress" => b"cuGetProcAddress_v2",
-        other => other,
+    let (symbol, since): (&[u8], c_int) = match name {
+        b"cuMemAlloc" => (b"cuMemAlloc_v2", 3020),
+        b"cuMemFree" => (b"cuMemFree_v2", 3020),
+        b"cuMemGetAddressRange" => (b"cuMemGetAddressRange_v2", 3020),
+        b"cuMemAllocAsync" if ptds => (b"cuMemAllocAsync_ptsz", 11020),
+        b"cuMemFreeAsync" if ptds => (b"cuMemFreeAsync_ptsz", 11020),
+        b"cuMemAllocAsync" => (b"cuMemAllocAsync", 11020),
+        b"cuMemFreeAsync" => (b"cuMemFreeAsync", 11020),
+        b"cuGetProcAddress" if version >= 12000 => (b"cuGetProcAddress_v2", 12000),
+        b"cuGetProcAddress" => (b"cuGetProcAddress", 11030),
+        b"cuCtxSynchronize" => (b"cuCtxSynchronize", 0),
+        b"cuPointerGetAttribute" => (b"cuPointerGetAttribute", 0),
+        _ => return core::ptr::null_mut(),
     };
+    if version < since {
+        return core::ptr::null_mut();
+    }
     hook_by_symbol(symbol)
 }
 
-fn swap_proc(symbol: *const c_char, pfn: *mut *mut c_void, flags: u64) {
+fn swap_proc(symbol: *const c_char, pfn: *mut *mut c_void, version: c_int, flags: u64) {
     if symbol.is_null() || pfn.is_null() || !options::get().cuda {
         return;
     }
     // SAFETY: the driver just answered for this NUL-terminated name.
     let name = unsafe { CStr::from_ptr(symbol) }.to_bytes();
-    let hook = hook_by_base_name(name, flags);
+    let hook = hook_by_base_name(name, version, flags);
     if !hook.is_null() {
         // SAFETY: `pfn` is the caller's out pointer, just written by the driver.
         unsafe { *pfn = hook };
@@ -451,13 +549,13 @@ pub extern "C" fn cuGetProcAddress(
     version: c_int,
     flags: u64,
 ) -> CUresult {
-    let r = match real_fn!(REAL_PROC, c"cuGetProcAddress", ProcFn) {
+    let r = match drv_cugetprocaddress() {
         // SAFETY: forwarded arguments.
         Some(f) => unsafe { f(symbol, pfn, version, flags) },
         None => return CUDA_ERROR_NOT_INITIALIZED,
     };
     if r == CUDA_SUCCESS {
-        swap_proc(symbol, pfn, flags);
+        swap_proc(symbol, pfn, version, flags);
     }
     r
 }
@@ -471,13 +569,13 @@ pub extern "C" fn cuGetProcAddress_v2(
     flags: u64,
     status: *mut c_int,
 ) -> CUresult {
-    let r = match real_fn!(REAL_PROC2, c"cuGetProcAddress_v2", ProcV2Fn) {
+    let r = match drv_cugetprocaddress_v2() {
         // SAFETY: forwarded arguments.
         Some(f) => unsafe { f(symbol, pfn, version, flags, status) },
         None => return CUDA_ERROR_NOT_INITIALIZED,
     };
     if r == CUDA_SUCCESS {
-        swap_proc(symbol, pfn, flags);
+        swap_proc(symbol, pfn, version, flags);
     }
     r
 }

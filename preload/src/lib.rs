@@ -44,15 +44,21 @@ extern "C" fn init() {
 static INIT: extern "C" fn() = init;
 
 extern "C" fn fork_prepare() {
+    #[cfg(target_arch = "x86_64")]
+    cuda::fork_prepare();
     reservation::fork_prepare();
 }
 
 extern "C" fn fork_parent() {
     reservation::fork_finish();
+    #[cfg(target_arch = "x86_64")]
+    cuda::fork_finish();
 }
 
 extern "C" fn fork_child() {
     reservation::fork_finish();
+    #[cfg(target_arch = "x86_64")]
+    cuda::fork_finish();
 }
 
 extern "C" fn at_exit() {

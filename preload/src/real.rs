@@ -29,6 +29,9 @@ const UNINIT: u8 = 0;
 const INITIALIZING: u8 = 1;
 const READY: u8 = 2;
 static STATE: AtomicU8 = AtomicU8::new(UNINIT);
+/// The thread doing the lookup: its own nested calls (from inside `dlsym`) use the bootstrap
+/// buffer; any other thread waits for the lookup to finish.
+static RESOLVER: core::sync::atomic::AtomicI32 = core::sync::atomic::AtomicI32::new(0);
 
 // ------------------------------------------------------------------------------ bootstrap
 
@@ -87,10 +90,22 @@ fn lookup(name: &core::ffi::CStr) -> *mut c_void {
 #[cold]
 #[inline(never)]
 fn resolve() -> bool {
+    // SAFETY: gettid has no preconditions.
+    let me = unsafe { libc::gettid() };
     match STATE.compare_exchange(UNINIT, INITIALIZING, Ordering::AcqRel, Ordering::Acquire) {
-        Ok(_) => {}
+        Ok(_) => RESOLVER.store(me, Ordering::Release),
         Err(READY) => return true,
-        Err(_) => return false, // someone (maybe dlsym inside us) is resolving: use bootstrap
+        Err(_) => {
+            if RESOLVER.load(Ordering::Acquire) == me {
+                return false; // our own dlsym is calling us: use the bootstrap buffer
+            }
+            // Another thread is looking the functions up: wait for all of them at once, so
+            // that no call sees some pointers published and others not.
+            while STATE.load(Ordering::Acquire) != READY {
+                core::hint::spin_loop();
+            }
+            return true;
+        }
     }
     let m = lookup(c"malloc");
     let f = lookup(c"free");

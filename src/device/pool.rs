@@ -5,7 +5,8 @@
 //! * The blocks of a segment tile it exactly, in address order; no two neighbours in the same
 //!   segment are both `Free` (they are merged).
 //! * `free_index` holds exactly the `Free` blocks of segments that are not retiring.
-//! * `stream_free` holds exactly the `AsyncFree` blocks; `pending` exactly the `Pending` ones.
+//! * `stream_free` holds exactly the `AsyncFree` blocks; `pending` exactly the `Pending` ones;
+//!   `freed_at` has the free sequence number of exactly those blocks.
 //! * `Segment::busy` counts the blocks of the segment that are not `Free`.
 //! * `in_use` is the sum of the sizes of `Used` blocks.
 
@@ -87,6 +88,10 @@ pub struct DevicePool<B: Backend> {
     free_index: BTreeSet<(usize, DevPtr)>,
     stream_free: BTreeSet<(StreamId, usize, DevPtr)>,
     pending: Vec<DevPtr>,
+    /// When each pending or async-freed block was freed (a sequence number), so that a
+    /// synchronisation reclaims only what was freed before it started.
+    freed_at: BTreeMap<DevPtr, u64>,
+    free_seq: u64,
     in_use: usize,
     region_depth: u32,
     region_peak: usize,
@@ -112,6 +117,8 @@ impl<B: Backend> DevicePool<B> {
             free_index: BTreeSet::new(),
             stream_free: BTreeSet::new(),
             pending: Vec::new(),
+            freed_at: BTreeMap::new(),
+            free_seq: 0,
             in_use: 0,
             region_depth: 0,
             region_peak: 0,
@@ -172,6 +179,10 @@ impl<B: Backend> DevicePool<B> {
             return None;
         }
         self.stream_free.remove(&(s, size, ptr));
+        let seq = self
+            .freed_at
+            .remove(&ptr)
+            .expect("async-freed blocks have a sequence number");
         let rest = size - need;
         if rest >= GRANULE {
             // The remainder stays reusable on the same stream.
@@ -188,6 +199,7 @@ impl<B: Backend> DevicePool<B> {
                 .get_mut(&seg)
                 .expect("segment of a block")
                 .busy += 1;
+            self.freed_at.insert(ptr + need as DevPtr, seq);
             self.stream_free
                 .insert((stream, rest, ptr + need as DevPtr));
             self.blocks.get_mut(&ptr).expect("block").size = need;
@@ -310,6 +322,8 @@ impl<B: Backend> DevicePool<B> {
     pub fn free(&mut self, ptr: DevPtr) -> Result<(), PoolError<B::Error>> {
         let size = self.release_used(ptr, State::Pending)?;
         self.pending.push(ptr);
+        self.free_seq += 1;
+        self.freed_at.insert(ptr, self.free_seq);
         self.in_use -= size;
         Ok(())
     }
@@ -318,6 +332,8 @@ impl<B: Backend> DevicePool<B> {
     pub fn free_async(&mut self, ptr: DevPtr, stream: StreamId) -> Result<(), PoolError<B::Error>> {
         let size = self.release_used(ptr, State::AsyncFree(stream))?;
         self.stream_free.insert((stream, size, ptr));
+        self.free_seq += 1;
+        self.freed_at.insert(ptr, self.free_seq);
         self.in_use -= size;
         Ok(())
     }
@@ -332,20 +348,49 @@ impl<B: Backend> DevicePool<B> {
         }
     }
 
-    /// The program synchronised the device (`cudaDeviceSynchronize`, `cuCtxSynchronize`, …):
-    /// everything freed before is safe to hand out again.
+    /// The program synchronised the device (`cudaDeviceSynchronize`, `cuCtxSynchronize`, …) and
+    /// no free happened while it ran: everything freed before is safe to hand out again.
     pub fn on_synchronize(&mut self) {
+        self.on_synchronize_since(self.sync_mark());
+    }
+
+    /// Taken right before a synchronisation the pool does not hold the lock across: frees
+    /// that happen while it runs are not covered by it.
+    pub fn sync_mark(&self) -> u64 {
+        self.free_seq
+    }
+
+    /// A synchronisation that started at `mark` (from [`DevicePool::sync_mark`]) finished: only
+    /// the blocks freed before it started become reusable.
+    pub fn on_synchronize_since(&mut self, mark: u64) {
         self.stats.observed_syncs += 1;
-        self.reclaim();
+        self.reclaim_until(mark);
     }
 
     fn reclaim(&mut self) {
-        let pending = std::mem::take(&mut self.pending);
-        let streams = std::mem::take(&mut self.stream_free);
-        for ptr in pending
+        self.reclaim_until(self.free_seq);
+    }
+
+    fn reclaim_until(&mut self, mark: u64) {
+        let freed_at = &self.freed_at;
+        let covered = |p: &DevPtr| freed_at.get(p).is_some_and(|&seq| seq <= mark);
+        let (done, later): (Vec<DevPtr>, Vec<DevPtr>) =
+            self.pending.iter().partition(|p| covered(p));
+        let streams: Vec<(StreamId, usize, DevPtr)> = self
+            .stream_free
+            .iter()
+            .filter(|e| covered(&e.2))
+            .copied()
+            .collect();
+        self.pending = later;
+        for e in &streams {
+            self.stream_free.remove(e);
+        }
+        for ptr in done
             .into_iter()
             .chain(streams.into_iter().map(|(_, _, p)| p))
         {
+            self.freed_at.remove(&ptr);
             self.make_free(ptr);
         }
     }
@@ -562,6 +607,9 @@ impl<B: Backend> DevicePool<B> {
                 "in_use {} but live blocks sum to {in_use}",
                 self.in_use
             ));
+        }
+        if self.freed_at.len() != self.stream_free.len() + self.pending.len() {
+            return Err("freed_at out of step with the pending and async-freed blocks".into());
         }
         if self.free_index.len() + self.stream_free.len() + self.pending.len() > self.blocks.len() {
             return Err("indexes list more blocks than exist".into());
