@@ -440,8 +440,12 @@ pub fn region_begin() {
     }
     if ts.flags.get() & JOINED != 0 {
         // Joined process mode earlier, markers now: the outer region is still the process.
-        // SAFETY: JOINED implies an arena.
-        unsafe { (*ts.arena.get()).push_checkpoint() };
+        // The arena is gone only after the thread's exit destructor ran.
+        let a = ts.arena.get();
+        if !a.is_null() {
+            // SAFETY: our own arena, on its owner thread.
+            unsafe { (*a).push_checkpoint() };
+        }
         return;
     }
     if depth == 0 {
@@ -463,7 +467,8 @@ pub fn region_end() -> Result<(), RegionError> {
     }
     ts.depth.set(depth - 1);
     let a = ts.arena.get();
-    if a.is_null() {
+    if a.is_null() || MODE.load(Ordering::Relaxed) & MODE_OFF != 0 {
+        // No arena, or markers are ignored (begin pushed nothing either).
         return Ok(());
     }
     // SAFETY: `a` is this thread's own arena.
