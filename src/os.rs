@@ -52,15 +52,24 @@ pub unsafe fn commit(addr: usize, len: usize) -> bool {
         addr % PAGE == 0 && len % PAGE == 0,
         "commit of unaligned range {addr:#x}+{len:#x}"
     );
+    // A refusal is not the program's error: the request then goes to the next allocator, which
+    // sets errno itself if it fails too. Keep the program's errno as it was.
+    // SAFETY: errno's location is always valid for the calling thread.
+    let saved = unsafe { *libc::__errno_location() };
     // SAFETY: the caller guarantees the range is ours; changing protection of our own
     // reservation cannot affect any other mapping.
-    unsafe {
+    let ok = unsafe {
         libc::mprotect(
             addr as *mut libc::c_void,
             len,
             libc::PROT_READ | libc::PROT_WRITE,
         ) == 0
+    };
+    if !ok {
+        // SAFETY: as above.
+        unsafe { *libc::__errno_location() = saved };
     }
+    ok
 }
 
 /// Gives the physical pages of `[addr, addr + len)` back to the kernel but keeps the range
