@@ -104,7 +104,7 @@ if "$PY" -c "import cuda.core" >>"$LOG" 2>&1; then
     echo "| plain | $(echo "$c_plain" | awk '$2=="cuda_core_alloc_sync" {print $3}') |"
     echo "| under libresizealloc.so | $(echo "$c_pool" | awk '$2=="cuda_core_alloc_sync" {print $3}') |"
     echo
-    echo "(cuMemAllocFromPoolAsync is not hooked yet: the second row shows the pass-through cost.)"
+    echo "(cuda.core allocates with cuMemAllocFromPoolAsync, which the library serves unless the pool is IPC-exportable.)"
   } >>"$RES"
 else
   echo "cuda.core not available: skipped" >>"$RES"

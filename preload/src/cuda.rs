@@ -13,8 +13,9 @@
 //!
 //! The pool's own driver calls go to the real driver, found with the real `dlsym` on the loaded
 //! `libcuda.so.1`, never through these hooks. `RESIZEALLOC_CUDA=off` makes every hook a plain
-//! pass-through. Not covered yet: the runtime API (`cudaMalloc`…), `cuMemAllocFromPoolAsync`,
-//! and contexts other than the current one at the time of a free.
+//! pass-through. `cuMemAllocFromPoolAsync` is served too, except for driver pools created
+//! exportable for IPC (tracked through `cuMemPoolCreate`). The runtime API is reached through
+//! cudart's own `cuGetProcAddress` lookups; there are no `cudaMalloc` exports.
 
 use core::ffi::{c_char, c_int, c_void, CStr};
 use core::sync::atomic::{AtomicPtr, Ordering};
@@ -101,6 +102,8 @@ type AllocAsyncFn = unsafe extern "C" fn(*mut CUdeviceptr, usize, CUstream) -> C
 type FreeAsyncFn = unsafe extern "C" fn(CUdeviceptr, CUstream) -> CUresult;
 type SyncFn = unsafe extern "C" fn() -> CUresult;
 type CtxFn = unsafe extern "C" fn(*mut CUcontext) -> CUresult;
+type PoolAllocFn = unsafe extern "C" fn(*mut CUdeviceptr, usize, *mut c_void, CUstream) -> CUresult;
+type PoolCreateFn = unsafe extern "C" fn(*mut *mut c_void, *const c_void) -> CUresult;
 type RangeFn = unsafe extern "C" fn(*mut CUdeviceptr, *mut usize, CUdeviceptr) -> CUresult;
 type AttrFn = unsafe extern "C" fn(*mut c_void, c_int, CUdeviceptr) -> CUresult;
 type ProcFn = unsafe extern "C" fn(*const c_char, *mut *mut c_void, c_int, u64) -> CUresult;
@@ -154,6 +157,18 @@ fn drv_cumemgetaddressrange_v2() -> Option<RangeFn> {
 
 fn drv_cupointergetattribute() -> Option<AttrFn> {
     real_fn!(REAL, c"cuPointerGetAttribute", AttrFn)
+}
+
+fn drv_cumemallocfrompoolasync() -> Option<PoolAllocFn> {
+    real_fn!(REAL, c"cuMemAllocFromPoolAsync", PoolAllocFn)
+}
+
+fn drv_cumemallocfrompoolasync_ptsz() -> Option<PoolAllocFn> {
+    real_fn!(REAL, c"cuMemAllocFromPoolAsync_ptsz", PoolAllocFn)
+}
+
+fn drv_cumempoolcreate() -> Option<PoolCreateFn> {
+    real_fn!(REAL, c"cuMemPoolCreate", PoolCreateFn)
 }
 
 /// A driver call that could not be found answers like a driver that is not there.
@@ -485,6 +500,96 @@ pub extern "C" fn cuPointerGetAttribute(
     }
 }
 
+// ------------------------------------------------------------------------------ memory pools
+
+/// Driver memory pools created exportable for IPC (`handleTypes != 0`): their allocations must
+/// stay the driver's, since another process may map them. Every other pool (the device's
+/// default pool included) is served from our pool inside regions.
+static IPC_POOLS: spin::mutex::SpinMutex<Vec<usize>, spin::relax::Yield> =
+    spin::mutex::SpinMutex::new(Vec::new());
+
+/// Offset of `handleTypes` in `CUmemPoolProps` (after `CUmemAllocationType allocType`).
+const POOL_PROPS_HANDLE_TYPES: usize = 4;
+
+/// `cuMemPoolCreate`: the driver's, noting pools that are exportable for IPC.
+#[no_mangle]
+pub extern "C" fn cuMemPoolCreate(pool: *mut *mut c_void, props: *const c_void) -> CUresult {
+    let Some(f) = drv_cumempoolcreate() else {
+        return CUDA_ERROR_NOT_INITIALIZED;
+    };
+    // SAFETY: forwarded arguments.
+    let r = unsafe { f(pool, props) };
+    if r == CUDA_SUCCESS && !pool.is_null() && !props.is_null() {
+        // SAFETY: the driver accepted `props` as a CUmemPoolProps and wrote `*pool`.
+        let (handle_types, handle) = unsafe {
+            (
+                *((props as *const u8).add(POOL_PROPS_HANDLE_TYPES) as *const c_int),
+                *pool,
+            )
+        };
+        if handle_types != 0 {
+            IPC_POOLS.lock().push(handle as usize);
+        }
+    }
+    r
+}
+
+fn alloc_from_pool(
+    dptr: *mut CUdeviceptr,
+    size: usize,
+    mem_pool: *mut c_void,
+    stream: CUstream,
+    ptsz: bool,
+    real: Option<PoolAllocFn>,
+) -> CUresult {
+    if pooled() && !IPC_POOLS.lock().contains(&(mem_pool as usize)) {
+        return pool_alloc(dptr, size, stream_id(stream, ptsz));
+    }
+    match real {
+        // SAFETY: forwarded arguments.
+        Some(f) => unsafe { f(dptr, size, mem_pool, stream) },
+        None => CUDA_ERROR_NOT_INITIALIZED,
+    }
+}
+
+/// `cuMemAllocFromPoolAsync` (the route of cuda.core's `DeviceMemoryResource`): served by our
+/// pool unless the driver pool is exportable for IPC. The block is freed with
+/// `cuMemFreeAsync`, which recognises it.
+#[no_mangle]
+pub extern "C" fn cuMemAllocFromPoolAsync(
+    dptr: *mut CUdeviceptr,
+    size: usize,
+    mem_pool: *mut c_void,
+    stream: CUstream,
+) -> CUresult {
+    alloc_from_pool(
+        dptr,
+        size,
+        mem_pool,
+        stream,
+        false,
+        drv_cumemallocfrompoolasync(),
+    )
+}
+
+/// `cuMemAllocFromPoolAsync_ptsz`.
+#[no_mangle]
+pub extern "C" fn cuMemAllocFromPoolAsync_ptsz(
+    dptr: *mut CUdeviceptr,
+    size: usize,
+    mem_pool: *mut c_void,
+    stream: CUstream,
+) -> CUresult {
+    alloc_from_pool(
+        dptr,
+        size,
+        mem_pool,
+        stream,
+        true,
+        drv_cumemallocfrompoolasync_ptsz(),
+    )
+}
+
 /// Our hook for a driver entry point, by exact symbol name (as `dlsym` sees it).
 fn hook_by_symbol(name: &[u8]) -> *mut c_void {
     let f: *const () = match name {
@@ -499,6 +604,9 @@ fn hook_by_symbol(name: &[u8]) -> *mut c_void {
         b"cuPointerGetAttribute" => cuPointerGetAttribute as *const (),
         b"cuGetProcAddress" => cuGetProcAddress as *const (),
         b"cuGetProcAddress_v2" => cuGetProcAddress_v2 as *const (),
+        b"cuMemPoolCreate" => cuMemPoolCreate as *const (),
+        b"cuMemAllocFromPoolAsync" => cuMemAllocFromPoolAsync as *const (),
+        b"cuMemAllocFromPoolAsync_ptsz" => cuMemAllocFromPoolAsync_ptsz as *const (),
         _ => core::ptr::null(),
     };
     f as *mut c_void
@@ -518,6 +626,9 @@ fn hook_by_base_name(name: &[u8], version: c_int, flags: u64) -> *mut c_void {
         b"cuMemFreeAsync" => (b"cuMemFreeAsync", 11020),
         b"cuGetProcAddress" if version >= 12000 => (b"cuGetProcAddress_v2", 12000),
         b"cuGetProcAddress" => (b"cuGetProcAddress", 11030),
+        b"cuMemAllocFromPoolAsync" if ptds => (b"cuMemAllocFromPoolAsync_ptsz", 11020),
+        b"cuMemAllocFromPoolAsync" => (b"cuMemAllocFromPoolAsync", 11020),
+        b"cuMemPoolCreate" => (b"cuMemPoolCreate", 11020),
         b"cuCtxSynchronize" => (b"cuCtxSynchronize", 0),
         b"cuPointerGetAttribute" => (b"cuPointerGetAttribute", 0),
         _ => return core::ptr::null_mut(),

@@ -19,12 +19,13 @@ static size_t used_bytes;
 static size_t capacity = (size_t)1 << 30; /* FAKE_CUDA_CAPACITY overrides */
 
 /* Counters the tests read through fake_cuda_counts(). */
-static long n_alloc, n_free, n_sync, n_alloc_async, n_free_async;
+static long n_alloc, n_free, n_sync, n_alloc_async, n_free_async, n_pool_alloc;
 static int initialised;
 static int the_context;
 
-void fake_cuda_counts(long out[5]) {
+void fake_cuda_counts(long out[6]) {
     out[0] = n_alloc; out[1] = n_free; out[2] = n_sync; out[3] = n_alloc_async; out[4] = n_free_async;
+    out[5] = n_pool_alloc;
 }
 
 CUresult cuInit(unsigned flags) {
@@ -73,6 +74,20 @@ CUresult cuMemAllocAsync_ptsz(CUdeviceptr *dptr, size_t n, CUstream s) { return 
 CUresult cuMemFreeAsync_ptsz(CUdeviceptr p, CUstream s) { return cuMemFreeAsync(p, s); }
 CUresult cuCtxSynchronize(void) { n_sync++; return CUDA_SUCCESS; }
 
+/* Memory pools: a pool is a small heap object; CUmemPoolProps is only read for handleTypes. */
+typedef struct { int allocType; int handleTypes; int loc_type; int loc_id; } FakePoolProps;
+CUresult cuMemPoolCreate(void **pool, const FakePoolProps *props) {
+    if (!pool || !props) return CUDA_ERROR_INVALID_VALUE;
+    *pool = malloc(16);
+    return CUDA_SUCCESS;
+}
+CUresult cuMemAllocFromPoolAsync(CUdeviceptr *dptr, size_t n, void *pool, CUstream s) {
+    (void)pool; (void)s; n_pool_alloc++; return do_alloc(dptr, n);
+}
+CUresult cuMemAllocFromPoolAsync_ptsz(CUdeviceptr *dptr, size_t n, void *pool, CUstream s) {
+    return cuMemAllocFromPoolAsync(dptr, n, pool, s);
+}
+
 CUresult cuMemGetAddressRange_v2(CUdeviceptr *base, size_t *size, CUdeviceptr p) {
     for (int i = 0; i < MAX_BLOCKS; i++) {
         if (blocks[i].p && p >= blocks[i].p && p < blocks[i].p + blocks[i].n) {
@@ -104,6 +119,8 @@ static const struct { const char *name; void *fn; } table[] = {
     {"cuCtxSynchronize", (void *)cuCtxSynchronize},
     {"cuMemGetAddressRange", (void *)cuMemGetAddressRange_v2},
     {"cuPointerGetAttribute", (void *)cuPointerGetAttribute},
+    {"cuMemPoolCreate", (void *)cuMemPoolCreate},
+    {"cuMemAllocFromPoolAsync", (void *)cuMemAllocFromPoolAsync},
 };
 
 CUresult cuGetProcAddress_v2(const char *symbol, void **pfn, int version, uint64_t flags, int *status) {

@@ -18,7 +18,9 @@ CUresult cuCtxSynchronize(void);
 CUresult cuMemGetAddressRange_v2(CUdeviceptr *, size_t *, CUdeviceptr);
 CUresult cuPointerGetAttribute(void *, int, CUdeviceptr);
 CUresult cuGetProcAddress_v2(const char *, void **, int, uint64_t, int *);
-void fake_cuda_counts(long out[5]);
+void fake_cuda_counts(long out[6]);
+CUresult cuMemPoolCreate(void **, const void *);
+CUresult cuMemAllocFromPoolAsync(CUdeviceptr *, size_t, void *, void *);
 typedef CUresult (*alloc_fn)(CUdeviceptr *, size_t);
 typedef CUresult (*free_fn)(CUdeviceptr);
 typedef CUresult (*sync_fn)(void);
@@ -27,8 +29,8 @@ typedef CUresult (*proc_fn)(const char *, void **, int, uint64_t, int *);
 static int failures;
 #define CHECK(c, what) do { if (c) printf("ok %s\n", what); else { printf("FAIL %s (line %d)\n", what, __LINE__); failures++; } } while (0)
 
-static long counts(int i) { long c[5]; fake_cuda_counts(c); return c[i]; }
-enum { ALLOCS, FREES, SYNCS };
+static long counts(int i) { long c[6]; fake_cuda_counts(c); return c[i]; }
+enum { ALLOCS, FREES, SYNCS, ALLOCS_ASYNC, FREES_ASYNC, POOL_ALLOCS };
 
 static void (*region_begin)(void);
 static int (*region_end)(void);
@@ -90,6 +92,17 @@ int main(int argc, char **argv) {
     if (!off) CHECK(b != a && c == a, "async free: same stream reuses, other stream waits");
     cuMemFreeAsync(b, (void *)8);
     cuMemFreeAsync(c, (void *)7);
+    cuCtxSynchronize();
+    /* cuMemAllocFromPoolAsync: ordinary pools are served by ours, IPC-exportable ones are not. */
+    int props_plain[8] = {1, 0, 1, 0}, props_ipc[8] = {1, 1, 1, 0}; /* allocType, handleTypes, location */
+    void *plain_pool = 0, *ipc_pool = 0;
+    CHECK(cuMemPoolCreate(&plain_pool, props_plain) == 0 && cuMemPoolCreate(&ipc_pool, props_ipc) == 0, "cuMemPoolCreate");
+    long pool_before = counts(POOL_ALLOCS);
+    CUdeviceptr d = 0, e = 0;
+    CHECK(cuMemAllocFromPoolAsync(&d, 8192, plain_pool, (void *)7) == 0 && cuMemFreeAsync(d, (void *)7) == 0, "alloc from an ordinary pool");
+    CHECK(cuMemAllocFromPoolAsync(&e, 8192, ipc_pool, (void *)7) == 0 && cuMemFreeAsync(e, (void *)7) == 0, "alloc from an IPC pool");
+    if (off) CHECK(counts(POOL_ALLOCS) - pool_before == 2, "off: both pool allocations reach the driver");
+    else CHECK(counts(POOL_ALLOCS) - pool_before == 1, "the ordinary pool is served by ours, the IPC pool by the driver");
     cuCtxSynchronize();
     CHECK(region_end() == 0, "region end");
 
