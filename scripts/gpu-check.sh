@@ -27,6 +27,12 @@ status=0
 fail() { echo "FAILED: $*" | tee -a "$LOG"; status=1; }
 
 [ -f "$LIB" ] || { echo "missing $LIB: build it with cargo build --release -p resizealloc-preload and carry target/release"; exit 1; }
+# The library is built elsewhere and needs glibc >= 2.34 here; say so plainly if it cannot load.
+if ! LD_PRELOAD="$LIB" /bin/true 2>"$OUTDIR/preload-check.txt" || [ -s "$OUTDIR/preload-check.txt" ]; then
+  echo "libresizealloc.so does not load on this machine (glibc $(ldd --version | head -1 | awk '{print $NF}')):"
+  cat "$OUTDIR/preload-check.txt"
+  exit 1
+fi
 GPU=$(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader 2>/dev/null | head -1)
 CUDA_V=$(nvcc --version 2>/dev/null | sed -n 's/.*release \([0-9.]*\).*/\1/p')
 {
