@@ -104,7 +104,8 @@ unsafe impl<A: GlobalAlloc> GlobalAlloc for ResizeAlloc<A> {
 
     #[inline(always)]
     unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
-        if router::free_fast(ptr) {
+        // SAFETY: the GlobalAlloc caller frees a block it got from us (arena or `next`).
+        if unsafe { router::free_fast(ptr) } {
             return;
         }
         if router::owns(ptr) {

@@ -114,13 +114,17 @@ pub fn owns(p: *mut u8) -> bool {
 /// thread's own arena and is now freed; false (nothing changed) for anything else, which then
 /// goes to [`free_owned`] or the next allocator. One range check against the thread's own
 /// arena replaces the reservation check; calls nothing.
+///
+/// # Safety
+/// `p` is null, a live block of this allocator, or a block of the next allocator (what `free`
+/// may be given). `p`'s header is read only after `p` is found inside the thread's own
+/// committed arena memory.
 #[inline(always)]
-pub fn free_fast(p: *mut u8) -> bool {
+pub unsafe fn free_fast(p: *mut u8) -> bool {
     let own = region::load_own();
-    // SAFETY: `own` is this thread's arena, alive while the thread runs; `try_free_local_fast`
-    // reads `p`'s header only after checking that `p` lies in that arena's committed data. A
-    // free of a block we did not hand out is the caller's bug, detected as far as the header
-    // allows.
+    // SAFETY: `own` is this thread's arena, alive while the thread runs; the caller's
+    // obligation covers `p` (a free of a block we did not hand out is detected as far as the
+    // header allows).
     !own.is_null() && unsafe { (*own).try_free_local_fast(p) }
 }
 
@@ -177,12 +181,9 @@ pub unsafe fn realloc_owned(
     let mine = ptr::eq(region::own_arena(ts), arena);
     let inside = !region::active_arena(ts).is_null();
     // Grow in place only inside a region: outside, an escaped buffer should leave the arena.
-    // SAFETY: our own arena on its owner thread; `p` is live.
-    if mine
-        && inside
-        && (p as usize) % align.max(MIN_ALIGN) == 0
-        && unsafe { arena.try_resize_in_place(p, new_size) }
-    {
+    let aligned = (p as usize).is_multiple_of(align.max(MIN_ALIGN));
+    // SAFETY: our own arena on its owner thread (checked first); `p` is live.
+    if mine && inside && aligned && unsafe { arena.try_resize_in_place(p, new_size) } {
         return p;
     }
     // SAFETY: `p` is live.

@@ -67,7 +67,8 @@ pub extern "C" fn free(p: *mut c_void) {
         }
         return;
     }
-    if !router::free_fast(p as *mut u8) {
+    // SAFETY: `p` is in the reservation, so it is an arena block (or the program's bug).
+    if !unsafe { router::free_fast(p as *mut u8) } {
         free_slow(p);
     }
 }
