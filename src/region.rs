@@ -301,7 +301,8 @@ fn load_state_word<const OFFSET: usize>() -> *const Arena {
 #[inline(never)]
 pub(crate) fn join_process(ts: &ThreadState) -> *const Arena {
     if ts.flags.get() & JOINED != 0 {
-        return ts.active.get();
+        // Null while `outside_regions` sends the thread to the next allocator.
+        return active_arena(ts);
     }
     let a = ensure_arena(ts);
     if !a.is_null() {
@@ -519,6 +520,23 @@ impl Drop for RegionGuard {
         // hand; then there is nothing left to end and the error is the right answer to ignore.
         let _ = region_end();
     }
+}
+
+/// Runs `f` with the calling thread's allocations going to the next allocator, whatever its
+/// region state; frees are unaffected. For bookkeeping that must not live in a region arena
+/// (the device pools' own maps). The state is restored when `f` returns or unwinds.
+pub fn outside_regions<R>(f: impl FnOnce() -> R) -> R {
+    struct Restore(*const Arena);
+    impl Drop for Restore {
+        fn drop(&mut self) {
+            state().active.set(self.0);
+        }
+    }
+    let ts = state();
+    let _restore = Restore(ts.active.get());
+    // SETTLED routes straight to the next allocator without looking at the mode.
+    ts.active.set(SETTLED);
+    f()
 }
 
 /// Gives memory the calling thread's arena does not need back to the kernel.
