@@ -355,3 +355,38 @@ fn the_cudarc_backend_reports_a_missing_driver_instead_of_panicking() {
         }
     }
 }
+
+#[test]
+fn freed_blocks_are_reused_whole_and_merged_back_before_the_pool_grows() {
+    let mut p = pool(64 * MIB);
+    // Fill one segment with 1 KiB blocks, free them all, sync: they wait whole in the cache.
+    let n = MIN_SEGMENT / 1024;
+    let blocks: Vec<DevPtr> = (0..n).map(|_| p.alloc(1024, 0).unwrap()).collect();
+    assert_eq!(p.backend().allocs, 1);
+    for &b in &blocks {
+        p.free(b).unwrap();
+    }
+    p.on_synchronize();
+    p.check_invariants().unwrap();
+    // The same size is served from the cache: the last block freed comes back first.
+    let again = p.alloc(1000, 0).unwrap();
+    assert_eq!(again, *blocks.last().unwrap());
+    p.free(again).unwrap();
+    p.on_synchronize();
+    // A bigger size: the cached blocks are merged back instead of growing the pool.
+    let big = p.alloc(MIN_SEGMENT / 2, 0).unwrap();
+    assert_eq!(p.backend().allocs, 1, "merged cache served the request; no new segment");
+    write(big, MIN_SEGMENT / 2, 7);
+    p.check_invariants().unwrap();
+    // A cached block cannot be freed again (double free), and the pool stays intact.
+    let c = p.alloc(1024, 0).unwrap();
+    p.free(c).unwrap();
+    p.on_synchronize();
+    assert_eq!(p.free(c), Err(PoolError::InvalidPointer));
+    assert_eq!(p.free_async(c, 3), Err(PoolError::InvalidPointer));
+    assert_eq!(p.find(c), None, "a cached block is not a live block");
+    p.free(big).unwrap();
+    p.trim().unwrap();
+    assert_eq!(p.stats().reserved, 0, "trim gives cached blocks back too");
+    p.check_invariants().unwrap();
+}

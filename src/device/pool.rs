@@ -1,16 +1,29 @@
 //! `DevicePool`: suballocation of big driver blocks (*segments*) with a coalescing best fit in
 //! 512-byte granules, reuse rules equal to the real API, and ResizeBuffer-style resizing.
 //!
+//! Two layers. The coalescing structure (`blocks`, `free_index`) tiles every segment and merges
+//! free neighbours. In front of it, a reuse cache keeps blocks whole: a synchronously freed block
+//! waits in `deferred` until a synchronisation covers its free, then sits in `ready` under its
+//! exact size, so a loop that frees and allocates the same sizes is served by two hash lookups
+//! and a pop, without touching the trees. Cached blocks go back to the coalescing structure
+//! (merged) whenever a request cannot be served otherwise, before the pool would sync or grow,
+//! and before trims and resizes.
+//!
 //! # Invariants
 //! * The blocks of a segment tile it exactly, in address order; no two neighbours in the same
 //!   segment are both `Free` (they are merged).
 //! * `free_index` holds exactly the `Free` blocks of segments that are not retiring.
-//! * `stream_free` holds exactly the `AsyncFree` blocks; `pending` exactly the `Pending` ones;
-//!   `freed_at` has the free sequence number of exactly those blocks.
+//! * A `Used` block is held outside the coalescing structure: handed out (then it is in `live`,
+//!   with its size), or in the reuse cache (in exactly one of `deferred` and `ready`).
+//! * `deferred` is in free order (increasing sequence numbers); `ready` only holds blocks of
+//!   segments that are not retiring, each under its own size; `ready_blocks` counts them.
+//! * `stream_free` holds exactly the `AsyncFree` blocks, and `freed_at` has the free sequence
+//!   number of exactly those blocks.
 //! * `Segment::busy` counts the blocks of the segment that are not `Free`.
-//! * `in_use` is the sum of the sizes of `Used` blocks.
+//! * `in_use` is the sum of the sizes in `live`.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::hash::{BuildHasherDefault, Hasher};
 
 use super::{Backend, DevPtr, StreamId};
 
@@ -54,15 +67,42 @@ pub struct PoolStats {
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum State {
-    /// Reusable by anyone.
+    /// In the coalescing structure, reusable by anyone.
     Free,
-    /// Handed out.
+    /// Outside the coalescing structure: handed out, or in the reuse cache (see the invariants).
     Used,
-    /// Freed with synchronous semantics; reusable after the next synchronisation.
-    Pending,
     /// Freed with `cudaFreeAsync` on this stream: reusable at once there, elsewhere after a sync.
     AsyncFree(StreamId),
 }
+
+/// Hashes device addresses and sizes (multiples of 512, so the low bits carry nothing): one
+/// multiplication, folded so that the table's bucket bits see the well-mixed high half.
+#[derive(Default)]
+struct AddrHasher(u64);
+
+impl Hasher for AddrHasher {
+    fn write(&mut self, bytes: &[u8]) {
+        for &b in bytes {
+            self.write_u64(self.0.rotate_left(8) ^ u64::from(b));
+        }
+    }
+
+    fn write_u64(&mut self, n: u64) {
+        let h = (n ^ self.0).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+        self.0 = h ^ (h >> 32);
+    }
+
+    fn write_usize(&mut self, n: usize) {
+        self.write_u64(n as u64);
+    }
+
+    fn finish(&self) -> u64 {
+        self.0
+    }
+}
+
+type AddrMap<V> = HashMap<u64, V, BuildHasherDefault<AddrHasher>>;
+type SizeMap<V> = HashMap<usize, V, BuildHasherDefault<AddrHasher>>;
 
 #[derive(Clone, Copy, Debug)]
 struct Block {
@@ -87,9 +127,16 @@ pub struct DevicePool<B: Backend> {
     blocks: BTreeMap<DevPtr, Block>,
     free_index: BTreeSet<(usize, DevPtr)>,
     stream_free: BTreeSet<(StreamId, usize, DevPtr)>,
-    pending: Vec<DevPtr>,
-    /// When each pending or async-freed block was freed (a sequence number), so that a
-    /// synchronisation reclaims only what was freed before it started.
+    /// Blocks handed out, with their sizes.
+    live: AddrMap<usize>,
+    /// Synchronously freed blocks (free sequence number, start, size), waiting for a
+    /// synchronisation that started after their free.
+    deferred: Vec<(u64, DevPtr, usize)>,
+    /// Freed blocks safe for anyone, kept whole, by size.
+    ready: SizeMap<Vec<DevPtr>>,
+    ready_blocks: usize,
+    /// When each async-freed block was freed (a sequence number), so that a synchronisation
+    /// reclaims only what was freed before it started.
     freed_at: BTreeMap<DevPtr, u64>,
     free_seq: u64,
     in_use: usize,
@@ -116,7 +163,10 @@ impl<B: Backend> DevicePool<B> {
             blocks: BTreeMap::new(),
             free_index: BTreeSet::new(),
             stream_free: BTreeSet::new(),
-            pending: Vec::new(),
+            live: AddrMap::default(),
+            deferred: Vec::new(),
+            ready: SizeMap::default(),
+            ready_blocks: 0,
             freed_at: BTreeMap::new(),
             free_seq: 0,
             in_use: 0,
@@ -151,17 +201,47 @@ impl<B: Backend> DevicePool<B> {
         let Some(need) = round_up(size, GRANULE) else {
             return Err(self.out_of_memory_error(usize::MAX));
         };
+        if let Some(p) = self.take_ready(need) {
+            return Ok(p);
+        }
+        self.alloc_slow(need, stream)
+    }
+
+    /// A freed block of exactly `need` bytes that is safe for anyone.
+    #[inline]
+    fn take_ready(&mut self, need: usize) -> Option<DevPtr> {
+        let p = self.ready.get_mut(&need)?.pop()?;
+        self.ready_blocks -= 1;
+        self.live.insert(p, need);
+        self.note_use(need);
+        Some(p)
+    }
+
+    /// Everything the reuse cache cannot serve: same-stream blocks, best fit, the cache merged
+    /// back, one sync for the whole batch of frees, and only then a new segment.
+    #[inline(never)]
+    fn alloc_slow(&mut self, need: usize, stream: StreamId) -> Result<DevPtr, PoolError<B::Error>> {
         if let Some(p) = self.take_from_stream(need, stream) {
             return Ok(p);
         }
         if let Some(p) = self.take_free(need) {
             return Ok(p);
         }
+        if self.ready_blocks > 0 {
+            self.flush_ready();
+            if let Some(p) = self.take_free(need) {
+                return Ok(p);
+            }
+        }
         // Blocks freed since the last sync may be enough: one sync for the whole batch.
-        if !self.pending.is_empty() || !self.stream_free.is_empty() {
+        if !self.deferred.is_empty() || !self.stream_free.is_empty() {
             self.backend.synchronize().map_err(PoolError::Backend)?;
             self.stats.own_syncs += 1;
             self.reclaim();
+            if let Some(p) = self.take_ready(need) {
+                return Ok(p);
+            }
+            self.flush_ready();
             if let Some(p) = self.take_free(need) {
                 return Ok(p);
             }
@@ -207,6 +287,7 @@ impl<B: Backend> DevicePool<B> {
         let b = self.blocks.get_mut(&ptr).expect("block");
         b.state = State::Used;
         let size = b.size;
+        self.live.insert(ptr, size);
         self.note_use(size);
         Some(ptr)
     }
@@ -240,6 +321,7 @@ impl<B: Backend> DevicePool<B> {
             .get_mut(&seg)
             .expect("segment of a block")
             .busy += 1;
+        self.live.insert(ptr, need);
         self.note_use(need);
         Some(ptr)
     }
@@ -263,11 +345,12 @@ impl<B: Backend> DevicePool<B> {
         let base = match self.backend.alloc(size) {
             Ok(base) => base,
             Err(e) if self.backend.is_out_of_memory(&e) => {
-                if !self.pending.is_empty() || !self.stream_free.is_empty() {
+                if !self.deferred.is_empty() || !self.stream_free.is_empty() {
                     self.backend.synchronize().map_err(PoolError::Backend)?;
                     self.stats.own_syncs += 1;
                     self.reclaim();
                 }
+                self.flush_ready();
                 self.release_empty(true);
                 match self.backend.alloc(need) {
                     Ok(base) => {
@@ -320,32 +403,22 @@ impl<B: Backend> DevicePool<B> {
     /// Frees `ptr` with synchronous semantics (`cudaFree`, `cuMemFree`): reusable after the next
     /// synchronisation.
     pub fn free(&mut self, ptr: DevPtr) -> Result<(), PoolError<B::Error>> {
-        let size = self.release_used(ptr, State::Pending)?;
-        self.pending.push(ptr);
+        let size = self.live.remove(&ptr).ok_or(PoolError::InvalidPointer)?;
         self.free_seq += 1;
-        self.freed_at.insert(ptr, self.free_seq);
+        self.deferred.push((self.free_seq, ptr, size));
         self.in_use -= size;
         Ok(())
     }
 
     /// Frees `ptr` with stream-ordered semantics (`cudaFreeAsync(ptr, stream)`).
     pub fn free_async(&mut self, ptr: DevPtr, stream: StreamId) -> Result<(), PoolError<B::Error>> {
-        let size = self.release_used(ptr, State::AsyncFree(stream))?;
+        let size = self.live.remove(&ptr).ok_or(PoolError::InvalidPointer)?;
+        self.blocks.get_mut(&ptr).expect("a live block").state = State::AsyncFree(stream);
         self.stream_free.insert((stream, size, ptr));
         self.free_seq += 1;
         self.freed_at.insert(ptr, self.free_seq);
         self.in_use -= size;
         Ok(())
-    }
-
-    fn release_used(&mut self, ptr: DevPtr, to: State) -> Result<usize, PoolError<B::Error>> {
-        match self.blocks.get_mut(&ptr) {
-            Some(b) if b.state == State::Used => {
-                b.state = to;
-                Ok(b.size)
-            }
-            _ => Err(PoolError::InvalidPointer),
-        }
     }
 
     /// The program synchronised the device (`cudaDeviceSynchronize`, `cuCtxSynchronize`, …) and
@@ -372,25 +445,47 @@ impl<B: Backend> DevicePool<B> {
     }
 
     fn reclaim_until(&mut self, mark: u64) {
+        // Synchronously freed blocks: in free order, so the covered ones are a prefix.
+        let covered = self.deferred.partition_point(|&(seq, _, _)| seq <= mark);
+        let done: Vec<(u64, DevPtr, usize)> = self.deferred.drain(..covered).collect();
+        for (_, ptr, size) in done {
+            if self.segment_retiring(ptr) {
+                self.make_free(ptr);
+            } else {
+                self.ready.entry(size).or_default().push(ptr);
+                self.ready_blocks += 1;
+            }
+        }
+        // Async-freed blocks go back to the coalescing structure.
         let freed_at = &self.freed_at;
-        let covered = |p: &DevPtr| freed_at.get(p).is_some_and(|&seq| seq <= mark);
-        let (done, later): (Vec<DevPtr>, Vec<DevPtr>) =
-            self.pending.iter().partition(|p| covered(p));
         let streams: Vec<(StreamId, usize, DevPtr)> = self
             .stream_free
             .iter()
-            .filter(|e| covered(&e.2))
+            .filter(|e| freed_at.get(&e.2).is_some_and(|&seq| seq <= mark))
             .copied()
             .collect();
-        self.pending = later;
         for e in &streams {
             self.stream_free.remove(e);
+            self.freed_at.remove(&e.2);
+            self.make_free(e.2);
         }
-        for ptr in done
-            .into_iter()
-            .chain(streams.into_iter().map(|(_, _, p)| p))
-        {
-            self.freed_at.remove(&ptr);
+    }
+
+    fn segment_retiring(&self, ptr: DevPtr) -> bool {
+        self.segments
+            .range(..=ptr)
+            .next_back()
+            .is_some_and(|(_, s)| s.retiring)
+    }
+
+    /// Hands every block of the reuse cache's `ready` lists back to the coalescing structure.
+    fn flush_ready(&mut self) {
+        if self.ready_blocks == 0 {
+            return;
+        }
+        let blocks: Vec<DevPtr> = self.ready.values_mut().flat_map(|v| v.drain(..)).collect();
+        self.ready_blocks = 0;
+        for ptr in blocks {
             self.make_free(ptr);
         }
     }
@@ -464,11 +559,12 @@ impl<B: Backend> DevicePool<B> {
     /// Gives every cached block back to the driver: waits for frees in flight (one sync if
     /// any), then releases all empty segments.
     pub fn trim(&mut self) -> Result<(), PoolError<B::Error>> {
-        if !self.pending.is_empty() || !self.stream_free.is_empty() {
+        if !self.deferred.is_empty() || !self.stream_free.is_empty() {
             self.backend.synchronize().map_err(PoolError::Backend)?;
             self.stats.own_syncs += 1;
             self.reclaim();
         }
+        self.flush_ready();
         self.release_empty(true);
         Ok(())
     }
@@ -495,6 +591,8 @@ impl<B: Backend> DevicePool<B> {
             return;
         }
         self.stats.high_water = self.region_peak as u64;
+        // The resize looks at the segments as they are: cached blocks count as free.
+        self.flush_ready();
         let active: Vec<DevPtr> = self
             .segments
             .iter()
@@ -550,12 +648,13 @@ impl<B: Backend> DevicePool<B> {
     /// range attributes of `cuPointerGetAttribute`).
     pub fn find(&self, ptr: DevPtr) -> Option<(DevPtr, usize)> {
         let (&start, b) = self.blocks.range(..=ptr).next_back()?;
-        (b.state == State::Used && ptr < start + b.size as DevPtr).then_some((start, b.size))
+        (self.live.contains_key(&start) && ptr < start + b.size as DevPtr).then_some((start, b.size))
     }
 
     /// Checks the invariants documented at the top of this file; returns the first violation.
     pub fn check_invariants(&self) -> Result<(), String> {
         let mut in_use = 0;
+        let mut used_live = 0;
         for (&base, seg) in &self.segments {
             let mut at = base;
             let mut busy = 0;
@@ -577,10 +676,25 @@ impl<B: Backend> DevicePool<B> {
                     return Err(format!("block {p:#x}: free index out of step"));
                 }
                 match b.state {
-                    State::Used => in_use += b.size,
-                    State::Pending if !self.pending.contains(&p) => {
-                        return Err(format!("pending block {p:#x} not listed"))
-                    }
+                    State::Used => match self.live.get(&p) {
+                        Some(&size) if size == b.size => {
+                            in_use += size;
+                            used_live += 1;
+                        }
+                        Some(_) => return Err(format!("live block {p:#x}: size out of step")),
+                        None => {
+                            let in_deferred = self.deferred.iter().any(|d| d.1 == p && d.2 == b.size);
+                            let in_ready = self.ready.get(&b.size).is_some_and(|v| v.contains(&p));
+                            if in_deferred == in_ready {
+                                return Err(format!(
+                                    "used block {p:#x}: neither live nor cached exactly once"
+                                ));
+                            }
+                            if in_ready && seg.retiring {
+                                return Err(format!("ready block {p:#x} in a retiring segment"));
+                            }
+                        }
+                    },
                     State::AsyncFree(s) if !self.stream_free.contains(&(s, b.size, p)) => {
                         return Err(format!("async-freed block {p:#x} not listed"))
                     }
@@ -608,10 +722,20 @@ impl<B: Backend> DevicePool<B> {
                 self.in_use
             ));
         }
-        if self.freed_at.len() != self.stream_free.len() + self.pending.len() {
-            return Err("freed_at out of step with the pending and async-freed blocks".into());
+        if used_live != self.live.len() {
+            return Err("live lists blocks that are not used blocks".into());
         }
-        if self.free_index.len() + self.stream_free.len() + self.pending.len() > self.blocks.len() {
+        if self.freed_at.len() != self.stream_free.len() {
+            return Err("freed_at out of step with the async-freed blocks".into());
+        }
+        if self.ready_blocks != self.ready.values().map(Vec::len).sum::<usize>() {
+            return Err("ready_blocks out of step".into());
+        }
+        if !self.deferred.windows(2).all(|w| w[0].0 < w[1].0) {
+            return Err("deferred frees out of order".into());
+        }
+        let listed = self.free_index.len() + self.stream_free.len() + self.deferred.len();
+        if listed + self.ready_blocks + self.live.len() > self.blocks.len() {
             return Err("indexes list more blocks than exist".into());
         }
         Ok(())
