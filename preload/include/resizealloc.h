@@ -67,6 +67,27 @@ int resize_stats_get(struct resize_stats *out, size_t out_size);
 /* Gives memory the calling thread's arena does not need back to the kernel. */
 void resize_trim(void);
 
+/* The device pools behind cudaMalloc/cuMemAlloc (one per CUDA context), summed. */
+struct resize_cuda_stats {
+    uint64_t pools;            /* contexts with a pool */
+    uint64_t reserved;         /* bytes held from the driver */
+    uint64_t in_use;           /* bytes in live blocks */
+    uint64_t high_water;       /* sum of the pools' last region peaks */
+    uint64_t overflow_blocks;  /* segments regions added beyond what the pools planned */
+    uint64_t segments;         /* segments held now */
+    uint64_t own_syncs;        /* synchronisations the pools did (one per batch of frees) */
+    uint64_t observed_syncs;   /* synchronisations of the program the pools saw */
+    uint64_t driver_allocs;    /* segments asked from the driver over the pools' life */
+};
+
+/* Fills *out (at most out_size bytes; pass sizeof(struct resize_cuda_stats)).
+ * Returns the size of the library's struct, or -1 if out is NULL. */
+int resize_cuda_stats_get(struct resize_cuda_stats *out, size_t out_size);
+
+/* Gives every cached device block back to the driver (after one synchronisation if frees are
+ * in flight). Returns 0, or the first CUresult error. */
+int resize_cuda_trim(void);
+
 /* "MAJOR.MINOR.PATCH" */
 const char *resize_version(void);
 

@@ -12,11 +12,18 @@ pub extern "C" fn resize_region_begin() {
 }
 
 /// Leaves the innermost region: 0 on success, -1 when the thread is not in a region.
-/// The outermost end resets the thread's arena and resizes it to the region's peak.
+/// The outermost end resets the thread's arena and resizes it to the region's peak; when no
+/// thread is in a region any more, the device pools resize to their region's peak too.
 #[no_mangle]
 pub extern "C" fn resize_region_end() -> c_int {
     match region_end() {
-        Ok(()) => 0,
+        Ok(()) => {
+            #[cfg(target_arch = "x86_64")]
+            if region_depth() == 0 {
+                crate::cuda::note_thread_left_region();
+            }
+            0
+        }
         Err(_) => -1,
     }
 }

@@ -7,7 +7,8 @@
 //! * `real.rs`: finding the next allocator, and the bootstrap buffer;
 //! * `capi.rs`: the C API of `include/resizealloc.h`;
 //! * `report.rs`: stderr output without allocating;
-//! * `cuda.rs`: the CUDA driver hooks in front of the device pool, and the `dlsym` override;
+//! * `cuda/`: the CUDA driver and runtime hooks in front of the device pools, and the `dlsym`
+//!   override;
 //! * this file: the constructor (options, exit summary, fork handlers).
 
 mod capi;

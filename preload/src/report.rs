@@ -94,6 +94,33 @@ pub fn stats_summary() {
         .text(", last peaks ")
         .bytes(p.high_water)
         .print();
+    #[cfg(target_arch = "x86_64")]
+    {
+        let (d, pools) = crate::cuda::stats_total();
+        if pools > 0 {
+            Line::new()
+                .text("resizealloc: device pools: ")
+                .num(pools)
+                .text(" contexts, reserved ")
+                .bytes(d.reserved)
+                .text(" in ")
+                .num(d.segments)
+                .text(" segments (")
+                .num(d.driver_allocs)
+                .text(" driver allocations), in use ")
+                .bytes(d.in_use)
+                .text(", high water ")
+                .bytes(d.high_water)
+                .text(", ")
+                .num(d.overflow_blocks)
+                .text(" overflow blocks, syncs ")
+                .num(d.own_syncs)
+                .text(" own / ")
+                .num(d.observed_syncs)
+                .text(" observed")
+                .print();
+        }
+    }
     let t = s.thread;
     Line::new()
         .text("resizealloc: exiting thread: ")

@@ -318,6 +318,69 @@ fn cuda_driver_hooks_through_symbols_dlsym_and_get_proc_address() {
     assert_ok(&out, "routes.c with RESIZEALLOC_CUDA=off");
 }
 
+/// Builds the fake cudart (`tests/c/cuda/fake_libcudart.c`) as `libcudart.so.12` next to the
+/// fake driver, and `tests/c/cuda/runtime.c` twice: linked with it (shared cudart) and with it
+/// compiled in (static cudart). Returns (shared, static).
+fn cuda_runtime_programs() -> (PathBuf, PathBuf) {
+    static EXES: OnceLock<(PathBuf, PathBuf)> = OnceLock::new();
+    EXES.get_or_init(|| {
+        let manifest = Path::new(env!("CARGO_MANIFEST_DIR"));
+        let routes = cuda_routes(); // the fake driver lives next to it
+        let dir = routes.parent().unwrap().to_path_buf();
+        let fake_cudart = manifest.join("tests/c/cuda/fake_libcudart.c");
+        let status = Command::new("cc")
+            .args(["-shared", "-fPIC", "-O1", "-Wl,-soname,libcudart.so.12", "-o"])
+            .arg(dir.join("libcudart.so.12"))
+            .arg(&fake_cudart)
+            .arg("-ldl")
+            .status()
+            .unwrap();
+        assert!(status.success(), "building the fake libcudart");
+        let _ = std::fs::remove_file(dir.join("libcudart.so"));
+        std::os::unix::fs::symlink("libcudart.so.12", dir.join("libcudart.so")).unwrap();
+        let build = |name: &str, static_cudart: bool| {
+            let exe = dir.join(name);
+            let mut cc = Command::new("cc");
+            cc.args(["-O1", "-fno-builtin", "-Wall", "-o"])
+                .arg(&exe)
+                .arg(manifest.join("tests/c/cuda/runtime.c"));
+            if static_cudart {
+                cc.arg(&fake_cudart);
+            }
+            cc.arg(format!("-L{}", dir.display()))
+                .arg(format!("-Wl,-rpath,{}", dir.display()));
+            if !static_cudart {
+                cc.arg("-lcudart");
+            }
+            let status = cc.args(["-lcuda", "-ldl"]).status().unwrap();
+            assert!(status.success(), "building {name}");
+            exe
+        };
+        (build("runtime_shared", false), build("runtime_static", true))
+    })
+    .clone()
+}
+
+#[test]
+fn cuda_runtime_hooks_with_shared_and_static_cudart() {
+    let (shared, static_) = cuda_runtime_programs();
+    for (exe, kind) in [(&shared, "shared"), (&static_, "static")] {
+        let mut cmd = Command::new(exe);
+        cmd.arg(kind);
+        let out = preloaded(cmd, &[]);
+        assert_ok(&out, &format!("runtime.c, {kind} cudart"));
+        let mut cmd = Command::new(exe);
+        cmd.args([kind, "off"]);
+        let out = preloaded(cmd, &[("RESIZEALLOC_CUDA", "off")]);
+        assert_ok(&out, &format!("runtime.c, {kind} cudart, RESIZEALLOC_CUDA=off"));
+        // Process mode: every allocation is pooled, the driver's own mallocs included.
+        let mut cmd = Command::new(exe);
+        cmd.args([kind, "process"]);
+        let out = preloaded(cmd, &[("RESIZEALLOC_REGION", "process")]);
+        assert_ok(&out, &format!("runtime.c, {kind} cudart, RESIZEALLOC_REGION=process"));
+    }
+}
+
 /// The cudarc backend of the core crate against the fake driver: the test binary runs itself
 /// with the fake `libcuda.so` on `LD_LIBRARY_PATH`, where cudarc's loader finds it.
 #[test]

@@ -13,15 +13,25 @@ typedef void *CUcontext;
 enum { CUDA_SUCCESS = 0, CUDA_ERROR_INVALID_VALUE = 1, CUDA_ERROR_OUT_OF_MEMORY = 2, CUDA_ERROR_NOT_FOUND = 500 };
 enum { CU_POINTER_ATTRIBUTE_RANGE_START_ADDR = 11, CU_POINTER_ATTRIBUTE_RANGE_SIZE = 12 };
 
+/* Two contexts: the primary context of device 0 (made current by cuInit, for simplicity), and
+ * another one that stream FAKE_OTHER_STREAM belongs to. Every block remembers its context, so a
+ * test can check which context a pool's segment was allocated in, and a context teardown frees
+ * its blocks as the real driver does. */
+static int the_context, other_context;
+static __thread CUcontext current, saved[8];
+static __thread int depth;
+#define FAKE_OTHER_STREAM ((CUstream)0x99)
+#define FAKE_BAD_STREAM ((CUstream)0xdead)
+enum { CUDA_ERROR_INVALID_CONTEXT = 201, CUDA_ERROR_INVALID_HANDLE = 400 };
+
 #define MAX_BLOCKS 4096
-static struct { CUdeviceptr p; size_t n; } blocks[MAX_BLOCKS];
+static struct { CUdeviceptr p; size_t n; CUcontext ctx; } blocks[MAX_BLOCKS];
 static size_t used_bytes;
 static size_t capacity = (size_t)1 << 30; /* FAKE_CUDA_CAPACITY overrides */
 
 /* Counters the tests read through fake_cuda_counts(). */
 static long n_alloc, n_free, n_sync, n_alloc_async, n_free_async, n_pool_alloc;
 static int initialised;
-static int the_context;
 
 void fake_cuda_counts(long out[6]) {
     out[0] = n_alloc; out[1] = n_free; out[2] = n_sync; out[3] = n_alloc_async; out[4] = n_free_async;
@@ -33,19 +43,69 @@ CUresult cuInit(unsigned flags) {
     const char *cap = getenv("FAKE_CUDA_CAPACITY");
     if (cap) capacity = strtoull(cap, NULL, 10);
     initialised = 1;
+    current = &the_context;
     return CUDA_SUCCESS;
 }
 
-CUresult cuCtxGetCurrent(CUcontext *ctx) { *ctx = &the_context; return CUDA_SUCCESS; }
+CUresult cuCtxGetCurrent(CUcontext *ctx) { *ctx = current; return CUDA_SUCCESS; }
+CUresult cuCtxGetDevice(int *dev) { if (!current) return CUDA_ERROR_INVALID_CONTEXT; *dev = 0; return CUDA_SUCCESS; }
+CUresult cuCtxPushCurrent_v2(CUcontext ctx) { if (depth == 8) return CUDA_ERROR_INVALID_VALUE; saved[depth++] = current; current = ctx; return CUDA_SUCCESS; }
+CUresult cuCtxPopCurrent_v2(CUcontext *ctx) {
+    if (depth == 0) return CUDA_ERROR_INVALID_CONTEXT;
+    if (ctx) *ctx = current;
+    current = saved[--depth];
+    return CUDA_SUCCESS;
+}
+CUresult cuStreamGetCtx(CUstream s, CUcontext *ctx) {
+    if (s == FAKE_BAD_STREAM) return CUDA_ERROR_INVALID_HANDLE;
+    *ctx = s == FAKE_OTHER_STREAM ? (CUcontext)&other_context : current;
+    return CUDA_SUCCESS;
+}
+CUcontext fake_cuda_block_ctx(CUdeviceptr p) {
+    for (int i = 0; i < MAX_BLOCKS; i++)
+        if (blocks[i].p && p >= blocks[i].p && p < blocks[i].p + blocks[i].n) return blocks[i].ctx;
+    return NULL;
+}
+CUcontext fake_cuda_context(int which) { return which ? (CUcontext)&other_context : (CUcontext)&the_context; }
+static void free_context_blocks(CUcontext ctx) {
+    for (int i = 0; i < MAX_BLOCKS; i++)
+        if (blocks[i].p && blocks[i].ctx == ctx) {
+            free((void *)(uintptr_t)blocks[i].p);
+            used_bytes -= blocks[i].n;
+            blocks[i].p = 0; blocks[i].n = 0; blocks[i].ctx = NULL;
+        }
+}
+CUresult cuCtxDestroy_v2(CUcontext ctx) {
+    if (ctx != (CUcontext)&other_context && ctx != (CUcontext)&the_context) return CUDA_ERROR_INVALID_VALUE;
+    free_context_blocks(ctx);
+    return CUDA_SUCCESS;
+}
+/* The primary context of device 0 is the_context; a reset frees its memory (the handle stays
+ * the same here, which the real driver may also do). */
+CUresult cuDevicePrimaryCtxGetState(int dev, unsigned *flags, int *active) {
+    if (dev != 0) return CUDA_ERROR_INVALID_VALUE;
+    *flags = 0; *active = initialised; return CUDA_SUCCESS;
+}
+CUresult cuDevicePrimaryCtxRetain(CUcontext *ctx, int dev) { if (dev != 0) return CUDA_ERROR_INVALID_VALUE; *ctx = &the_context; return CUDA_SUCCESS; }
+CUresult cuDevicePrimaryCtxRelease_v2(int dev) { return dev == 0 ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE; }
+long n_reset;
+CUresult cuDevicePrimaryCtxReset_v2(int dev) {
+    if (dev != 0) return CUDA_ERROR_INVALID_VALUE;
+    n_reset++;
+    free_context_blocks(&the_context);
+    return CUDA_SUCCESS;
+}
+long fake_cuda_resets(void) { return n_reset; }
 
 static CUresult do_alloc(CUdeviceptr *dptr, size_t n) {
+    if (!current) return CUDA_ERROR_INVALID_CONTEXT;
     if (!dptr || n == 0) return CUDA_ERROR_INVALID_VALUE;
     if (n > capacity - used_bytes) return CUDA_ERROR_OUT_OF_MEMORY;
     for (int i = 0; i < MAX_BLOCKS; i++) {
         if (blocks[i].p == 0) {
             void *m = aligned_alloc(256, (n + 255) & ~(size_t)255);
             if (!m) return CUDA_ERROR_OUT_OF_MEMORY;
-            blocks[i].p = (CUdeviceptr)(uintptr_t)m; blocks[i].n = n;
+            blocks[i].p = (CUdeviceptr)(uintptr_t)m; blocks[i].n = n; blocks[i].ctx = current;
             used_bytes += n;
             *dptr = blocks[i].p;
             return CUDA_SUCCESS;
@@ -59,7 +119,7 @@ static CUresult do_free(CUdeviceptr p) {
         if (blocks[i].p == p && p != 0) {
             free((void *)(uintptr_t)p);
             used_bytes -= blocks[i].n;
-            blocks[i].p = 0; blocks[i].n = 0;
+            blocks[i].p = 0; blocks[i].n = 0; blocks[i].ctx = NULL;
             return CUDA_SUCCESS;
         }
     }
@@ -68,11 +128,18 @@ static CUresult do_free(CUdeviceptr p) {
 
 CUresult cuMemAlloc_v2(CUdeviceptr *dptr, size_t n) { n_alloc++; return do_alloc(dptr, n); }
 CUresult cuMemFree_v2(CUdeviceptr p) { n_free++; return do_free(p); }
-CUresult cuMemAllocAsync(CUdeviceptr *dptr, size_t n, CUstream s) { (void)s; n_alloc_async++; return do_alloc(dptr, n); }
+CUresult cuMemAllocAsync(CUdeviceptr *dptr, size_t n, CUstream s) {
+    if (s == FAKE_BAD_STREAM) return CUDA_ERROR_INVALID_HANDLE;
+    n_alloc_async++;
+    if (s != FAKE_OTHER_STREAM) return do_alloc(dptr, n);
+    CUresult r = cuCtxPushCurrent_v2(&other_context);
+    if (r == CUDA_SUCCESS) { r = do_alloc(dptr, n); cuCtxPopCurrent_v2(NULL); }
+    return r;
+}
 CUresult cuMemFreeAsync(CUdeviceptr p, CUstream s) { (void)s; n_free_async++; return do_free(p); }
 CUresult cuMemAllocAsync_ptsz(CUdeviceptr *dptr, size_t n, CUstream s) { return cuMemAllocAsync(dptr, n, s); }
 CUresult cuMemFreeAsync_ptsz(CUdeviceptr p, CUstream s) { return cuMemFreeAsync(p, s); }
-CUresult cuCtxSynchronize(void) { n_sync++; return CUDA_SUCCESS; }
+CUresult cuCtxSynchronize(void) { if (!current) return CUDA_ERROR_INVALID_CONTEXT; n_sync++; return CUDA_SUCCESS; }
 
 /* Memory pools: a pool is a small heap object; CUmemPoolProps is only read for handleTypes. */
 typedef struct { int allocType; int handleTypes; int loc_type; int loc_id; } FakePoolProps;
@@ -108,10 +175,26 @@ CUresult cuPointerGetAttribute(void *data, int attr, CUdeviceptr p) {
     return CUDA_ERROR_INVALID_VALUE;
 }
 
+CUresult cuPointerGetAttributes(unsigned count, int *attrs, void **data, CUdeviceptr p) {
+    if (!attrs || !data) return CUDA_ERROR_INVALID_VALUE;
+    for (unsigned i = 0; i < count; i++) {
+        if (!data[i]) continue;
+        if (attrs[i] == 1) { *(unsigned *)data[i] = 2; continue; } /* CU_POINTER_ATTRIBUTE_MEMORY_TYPE: device */
+        CUresult r = cuPointerGetAttribute(data[i], attrs[i], p);
+        if (r) return r;
+    }
+    return CUDA_SUCCESS;
+}
+
 /* The driver's entry-point table: base names, as cudart >= 12 and cuda-python ask for them. */
 static const struct { const char *name; void *fn; } table[] = {
     {"cuInit", (void *)cuInit},
     {"cuCtxGetCurrent", (void *)cuCtxGetCurrent},
+    {"cuCtxGetDevice", (void *)cuCtxGetDevice},
+    {"cuCtxDestroy", (void *)cuCtxDestroy_v2},
+    {"cuDevicePrimaryCtxReset", (void *)cuDevicePrimaryCtxReset_v2},
+    {"cuPointerGetAttributes", (void *)cuPointerGetAttributes},
+    {"cuStreamGetCtx", (void *)cuStreamGetCtx},
     {"cuMemAlloc", (void *)cuMemAlloc_v2},
     {"cuMemFree", (void *)cuMemFree_v2},
     {"cuMemAllocAsync", (void *)cuMemAllocAsync},

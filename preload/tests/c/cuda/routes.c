@@ -19,6 +19,13 @@ CUresult cuMemGetAddressRange_v2(CUdeviceptr *, size_t *, CUdeviceptr);
 CUresult cuPointerGetAttribute(void *, int, CUdeviceptr);
 CUresult cuGetProcAddress_v2(const char *, void **, int, uint64_t, int *);
 void fake_cuda_counts(long out[6]);
+void *fake_cuda_block_ctx(CUdeviceptr);
+void *fake_cuda_context(int which);
+CUresult cuCtxDestroy_v2(void *);
+CUresult cuPointerGetAttributes(unsigned, int *, void **, CUdeviceptr);
+struct cuda_stats { uint64_t pools, reserved, in_use, high_water, overflow_blocks, segments, own_syncs, observed_syncs, driver_allocs; };
+static int (*cuda_stats_get)(struct cuda_stats *, size_t);
+static uint64_t pools_now(void) { struct cuda_stats s = {0}; cuda_stats_get(&s, sizeof s); return s.pools; }
 CUresult cuMemPoolCreate(void **, const void *);
 CUresult cuMemAllocFromPoolAsync(CUdeviceptr *, size_t, void *, void *);
 typedef CUresult (*alloc_fn)(CUdeviceptr *, size_t);
@@ -55,7 +62,8 @@ int main(int argc, char **argv) {
     int off = argc > 1 && !strcmp(argv[1], "off");
     region_begin = (void (*)(void))dlsym(RTLD_DEFAULT, "resize_region_begin");
     region_end = (int (*)(void))dlsym(RTLD_DEFAULT, "resize_region_end");
-    if (!region_begin || !region_end) { puts("FAIL libresizealloc.so not preloaded"); return 1; }
+    cuda_stats_get = (int (*)(struct cuda_stats *, size_t))dlsym(RTLD_DEFAULT, "resize_cuda_stats_get");
+    if (!region_begin || !region_end || !cuda_stats_get) { puts("FAIL libresizealloc.so not preloaded"); return 1; }
     CHECK(cuInit(0) == 0, "cuInit");
 
     /* Route 1: direct symbols. */
@@ -104,6 +112,30 @@ int main(int argc, char **argv) {
     if (off) CHECK(counts(POOL_ALLOCS) - pool_before == 2, "off: both pool allocations reach the driver");
     else CHECK(counts(POOL_ALLOCS) - pool_before == 1, "the ordinary pool is served by ours, the IPC pool by the driver");
     cuCtxSynchronize();
+
+    /* cuPointerGetAttributes: the driver answers, the range attributes are the block's. */
+    CHECK(cuMemAlloc_v2(&p, 3000) == 0, "alloc for cuPointerGetAttributes");
+    {
+        int attrs[3] = {12, 1, 11};
+        size_t range_size = 0; unsigned mem_type = 0; CUdeviceptr range_start = 0;
+        void *data[3] = {&range_size, &mem_type, &range_start};
+        CHECK(cuPointerGetAttributes(3, attrs, data, p + 100) == 0 && mem_type == 2 && range_start == p, "cuPointerGetAttributes");
+        if (!off) CHECK(range_size == 3072, "cuPointerGetAttributes: the range is the pool block");
+        CHECK(cuPointerGetAttributes(3, attrs, NULL, p) == 1, "cuPointerGetAttributes with no data array -> the driver's error");
+    }
+    CHECK(cuMemFree_v2(p) == 0, "free after cuPointerGetAttributes");
+
+    /* A stream of another context: the block comes from that context's pool, allocated there. */
+    uint64_t pools_before = pools_now();
+    CUdeviceptr q = 0;
+    CHECK(cuMemAllocAsync(&q, 4096, (void *)0x99) == 0, "alloc on a stream of another context");
+    CHECK(fake_cuda_block_ctx(q) == fake_cuda_context(1), "the memory belongs to the stream's context");
+    if (!off) CHECK(pools_now() == pools_before + 1, "a second pool for the second context");
+    CHECK(cuMemAllocAsync(&p, 100, (void *)0xdead) == 400, "a bad stream -> the driver's CUDA_ERROR_INVALID_HANDLE");
+    /* Destroying that context frees its memory: its pool goes with it. */
+    CHECK(cuCtxDestroy_v2(fake_cuda_context(1)) == 0, "cuCtxDestroy_v2");
+    if (!off) CHECK(pools_now() == pools_before, "the destroyed context's pool is gone");
+    CHECK(cuMemFreeAsync(q, (void *)0x99) == 1, "a block of a destroyed context -> the driver's CUDA_ERROR_INVALID_VALUE");
     CHECK(region_end() == 0, "region end");
 
     /* Outside regions everything passes through. */

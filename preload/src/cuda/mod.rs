@@ -1,0 +1,24 @@
+//! CUDA: the device pools in front of unmodified programs.
+//!
+//! Allocation calls are served by the device pools (one per context) inside regions, or always
+//! with `RESIZEALLOC_REGION=process`; `RESIZEALLOC_CUDA=off` makes every hook a plain
+//! pass-through, and a program that never touches CUDA never reaches any of this.
+//!
+//! * `driver.rs`: the real driver and runtime functions, found without going through our hooks;
+//! * `pools.rs`: the pools, their lock, and what markers, syncs and context teardown do to them;
+//! * `driver_hooks.rs`: `cuMemAlloc_v2`, `cuMemFree_v2`, the async and from-pool variants (and
+//!   `_ptsz` forms), `cuCtxSynchronize`, context teardown, and the address-range queries;
+//! * `runtime_hooks.rs`: `cudaMalloc`, `cudaFree`, `cudaMallocAsync`, `cudaFreeAsync` (and
+//!   `_ptsz`), `cudaDeviceSynchronize`, `cudaDeviceReset`, for programs that link cudart;
+//! * `lookup.rs`: the `cuGetProcAddress` and `dlsym` routes to the driver hooks (static cudart,
+//!   cuda-python, cudarc);
+//! * `api.rs`: the C API for the pools (stats, trim).
+
+mod api;
+mod driver;
+mod driver_hooks;
+mod lookup;
+mod pools;
+mod runtime_hooks;
+
+pub use pools::{fork_finish, fork_prepare, note_thread_left_region, stats_total};
