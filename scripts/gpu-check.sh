@@ -8,7 +8,8 @@
 # 1. builds scripts/gpu/alloc_bench.cu with nvcc, with shared and with static cudart;
 # 2. runs each plainly and under LD_PRELOAD=libresizealloc.so RESIZEALLOC_REGION=process:
 #    kernels write and read back pooled memory (the program fails on a wrong word), and the
-#    host times of cudaMalloc(10)+cudaFree, alloc+free+sync vs a bare sync (10 B, 1 MiB, 64 MiB)
+#    host times (shared cudart: the library's cudaMalloc exports; static cudart: its driver
+#    hooks, through cudart's cuGetProcAddress lookups) of cudaMalloc(10)+cudaFree, alloc+free+sync vs a bare sync (10 B, 1 MiB, 64 MiB)
 #    and cudaMallocAsync+cudaFreeAsync go side by side;
 # 3. a PyTorch training loop: torch's caching allocator, PYTORCH_NO_CUDA_MEMORY_CACHING=1, and
 #    that under the library (same final loss required);
@@ -69,7 +70,8 @@ for m in correctness pair_10B bare_sync alloc_free_sync_10B alloc_free_sync_10B_
   done
   echo "$row" >>"$RES"
 done
-grep -h "resizealloc:" "$LOG" | tail -3 | sed 's/^/    /' >>"$RES" || true
+# The pools' exit line (RESIZEALLOC_STATS=1) of each pooled run: segments, syncs, driver calls.
+grep -h "resizealloc: device pools" "$LOG" | sed 's/^/    /' >>"$RES" || true
 echo >>"$RES"
 echo "Targets: pair <= 100 ns host time; alloc+free+sync <= 1.1 x a bare sync (the pooled columns)." >>"$RES"
 echo >>"$RES"
