@@ -390,3 +390,18 @@ fn freed_blocks_are_reused_whole_and_merged_back_before_the_pool_grows() {
     assert_eq!(p.stats().reserved, 0, "trim gives cached blocks back too");
     p.check_invariants().unwrap();
 }
+
+#[test]
+fn a_destroyed_streams_frees_wait_for_a_sync() {
+    let mut p = pool(64 * MIB);
+    let a = p.alloc(4096, 7).unwrap();
+    p.free_async(a, 7).unwrap();
+    p.forget_stream(7);
+    let b = p.alloc(4096, 7).unwrap();
+    assert_ne!(a, b, "a new stream with the old handle must not get the old stream's block");
+    p.check_invariants().unwrap();
+    p.on_synchronize();
+    let c = p.alloc(4096, 9).unwrap();
+    assert_eq!(c, a, "after a sync the block is anyone's");
+    p.check_invariants().unwrap();
+}

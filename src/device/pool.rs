@@ -29,6 +29,9 @@ use super::{Backend, DevPtr, StreamId};
 
 /// Allocation unit: every block size is a multiple of it (CuPy uses the same).
 pub const GRANULE: usize = 512;
+/// The stream identity of blocks freed on a stream that was destroyed since: no allocation
+/// asks for it, so they wait for a synchronisation.
+pub const RETIRED_STREAM: StreamId = u64::MAX - 1;
 /// Smallest segment asked from the driver.
 pub const MIN_SEGMENT: usize = 2 << 20;
 
@@ -419,6 +422,24 @@ impl<B: Backend> DevicePool<B> {
         self.freed_at.insert(ptr, self.free_seq);
         self.in_use -= size;
         Ok(())
+    }
+
+    /// The program destroys `stream` (its handle may come back for a new stream while the old
+    /// one's work still runs): blocks freed on it stop being reusable on "the same stream" and
+    /// wait for a synchronisation like any other.
+    pub fn forget_stream(&mut self, stream: StreamId) {
+        let gone: Vec<(StreamId, usize, DevPtr)> = self
+            .stream_free
+            .range((stream, 0, 0)..)
+            .take_while(|e| e.0 == stream)
+            .copied()
+            .collect();
+        for (s, size, ptr) in gone {
+            self.stream_free.remove(&(s, size, ptr));
+            self.stream_free.insert((RETIRED_STREAM, size, ptr));
+            self.blocks.get_mut(&ptr).expect("an async-freed block").state =
+                State::AsyncFree(RETIRED_STREAM);
+        }
     }
 
     /// The program synchronised the device (`cudaDeviceSynchronize`, `cuCtxSynchronize`, …) and

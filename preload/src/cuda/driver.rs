@@ -21,6 +21,7 @@ pub type CudaError = c_int;
 pub const CUDA_SUCCESS: CUresult = 0;
 pub const CUDA_ERROR_INVALID_VALUE: CUresult = 1;
 pub const CUDA_ERROR_OUT_OF_MEMORY: CUresult = 2;
+pub const CUDA_ERROR_NOT_FOUND: CUresult = 500;
 /// A driver call that could not be found answers like a driver that is not there.
 pub const CUDA_ERROR_NOT_INITIALIZED: CUresult = 3;
 /// `cudaErrorInitializationError`: what a runtime hook answers when no cudart follows us.
@@ -131,6 +132,8 @@ pub type SyncFn = unsafe extern "C" fn() -> CUresult;
 pub type CtxFn = unsafe extern "C" fn(*mut CUcontext) -> CUresult;
 /// `cuCtxDestroy_v2`, `cuCtxPushCurrent_v2`: a context in.
 pub type CtxArgFn = unsafe extern "C" fn(CUcontext) -> CUresult;
+pub type StreamFn = unsafe extern "C" fn(CUstream) -> CUresult;
+pub type PoolSetAccessFn = unsafe extern "C" fn(*mut c_void, *const c_void, usize) -> CUresult;
 pub type StreamCtxFn = unsafe extern "C" fn(CUstream, *mut CUcontext) -> CUresult;
 pub type CtxDeviceFn = unsafe extern "C" fn(*mut CUdevice) -> CUresult;
 pub type DeviceFn = unsafe extern "C" fn(CUdevice) -> CUresult;
@@ -155,6 +158,8 @@ real_fns! { driver_symbol:
     cu_ctx_push_current_v2 = c"cuCtxPushCurrent_v2" as CtxArgFn;
     cu_ctx_pop_current_v2 = c"cuCtxPopCurrent_v2" as CtxFn;
     cu_stream_get_ctx = c"cuStreamGetCtx" as StreamCtxFn;
+    cu_stream_destroy_v2 = c"cuStreamDestroy_v2" as StreamFn;
+    cu_mem_pool_set_access = c"cuMemPoolSetAccess" as PoolSetAccessFn;
     cu_device_primary_ctx_reset_v2 = c"cuDevicePrimaryCtxReset_v2" as DeviceFn;
     cu_device_primary_ctx_retain = c"cuDevicePrimaryCtxRetain" as PrimaryRetainFn;
     cu_device_primary_ctx_release_v2 = c"cuDevicePrimaryCtxRelease_v2" as DeviceFn;

@@ -9,7 +9,7 @@ use resizealloc::device::StreamId;
 
 use super::driver::{
     self as drv, CUcontext, CUdevice, CUdeviceptr, CUresult, CUstream, PoolAllocFn,
-    AllocAsyncFn, FreeAsyncFn, CUDA_ERROR_NOT_INITIALIZED, CUDA_SUCCESS,
+    AllocAsyncFn, FreeAsyncFn, CUDA_ERROR_NOT_FOUND, CUDA_ERROR_NOT_INITIALIZED, CUDA_SUCCESS,
     CU_POINTER_ATTRIBUTE_RANGE_SIZE, CU_POINTER_ATTRIBUTE_RANGE_START_ADDR,
 };
 use super::pools::{self, pooled, stream_context, stream_id, with_owner, with_pool, SYNC_STREAM};
@@ -148,6 +148,18 @@ pub extern "C" fn cuCtxSynchronize() -> CUresult {
     pools::observe_sync(drv::current_context(), drv::sync_now)
 }
 
+/// `cuStreamDestroy_v2` (what `cudaStreamDestroy` does): the handle may come back for a new
+/// stream while the old one's work still runs, so the blocks freed on it wait for a sync.
+#[no_mangle]
+pub extern "C" fn cuStreamDestroy_v2(stream: CUstream) -> CUresult {
+    let Some(f) = drv::cu_stream_destroy_v2() else {
+        return CUDA_ERROR_NOT_INITIALIZED;
+    };
+    pools::forget_stream(stream);
+    // SAFETY: forwarded argument.
+    unsafe { f(stream) }
+}
+
 /// `cuCtxDestroy_v2`: the context's memory vanishes with it, so its pool goes too.
 #[no_mangle]
 pub extern "C" fn cuCtxDestroy_v2(ctx: CUcontext) -> CUresult {
@@ -195,6 +207,22 @@ pub extern "C" fn cuDevicePrimaryCtxReset_v2(dev: CUdevice) -> CUresult {
     pools::around_teardown(ctx, || unsafe { f(dev) })
 }
 
+/// `cuDevicePrimaryCtxRelease_v2`: the release that drops the count to zero destroys the
+/// primary context and its memory, so its pool goes too.
+#[no_mangle]
+pub extern "C" fn cuDevicePrimaryCtxRelease_v2(dev: CUdevice) -> CUresult {
+    let Some(f) = drv::cu_device_primary_ctx_release_v2() else {
+        return CUDA_ERROR_NOT_INITIALIZED;
+    };
+    let ctx = primary_context_of(dev);
+    // SAFETY: forwarded argument.
+    let r = unsafe { f(dev) };
+    if r == CUDA_SUCCESS && !ctx.is_null() && primary_context_of(dev).is_null() {
+        pools::drop_pools_of(ctx);
+    }
+    r
+}
+
 /// `cuMemGetAddressRange_v2`: a pool block answers with its own start and size.
 #[no_mangle]
 pub extern "C" fn cuMemGetAddressRange_v2(
@@ -202,17 +230,23 @@ pub extern "C" fn cuMemGetAddressRange_v2(
     size: *mut usize,
     ptr: CUdeviceptr,
 ) -> CUresult {
-    if let Some(Some((start, len))) = with_owner(ptr, |p| p.find(ptr)) {
-        // SAFETY: the driver's contract: each out pointer is null or writable.
-        unsafe {
-            if !base.is_null() {
-                *base = start;
+    match with_owner(ptr, |p| p.find(ptr)) {
+        Some(Some((start, len))) => {
+            // SAFETY: the driver's contract: each out pointer is null or writable.
+            unsafe {
+                if !base.is_null() {
+                    *base = start;
+                }
+                if !size.is_null() {
+                    *size = len;
+                }
             }
-            if !size.is_null() {
-                *size = len;
-            }
+            return CUDA_SUCCESS;
         }
-        return CUDA_SUCCESS;
+        // Inside a pool segment but not in a live block: not allocated, as far as the program
+        // is concerned (the driver would answer for the whole segment).
+        Some(None) => return CUDA_ERROR_NOT_FOUND,
+        None => {}
     }
     match drv::cu_mem_get_address_range_v2() {
         // SAFETY: forwarded arguments.
@@ -245,10 +279,15 @@ pub extern "C" fn cuPointerGetAttribute(
     if !data.is_null()
         && (attr == CU_POINTER_ATTRIBUTE_RANGE_START_ADDR || attr == CU_POINTER_ATTRIBUTE_RANGE_SIZE)
     {
-        if let Some(Some(block)) = with_owner(ptr, |p| p.find(ptr)) {
-            // SAFETY: the driver's contract: `data` holds the attribute's type.
-            unsafe { write_range_attribute(data, attr, block) };
-            return CUDA_SUCCESS;
+        match with_owner(ptr, |p| p.find(ptr)) {
+            Some(Some(block)) => {
+                // SAFETY: the driver's contract: `data` holds the attribute's type.
+                unsafe { write_range_attribute(data, attr, block) };
+                return CUDA_SUCCESS;
+            }
+            // A pool address outside any live block has no allocation to describe.
+            Some(None) => return drv::CUDA_ERROR_INVALID_VALUE,
+            None => {}
         }
     }
     match drv::cu_pointer_get_attribute() {
@@ -275,7 +314,9 @@ pub extern "C" fn cuPointerGetAttributes(
     if r != CUDA_SUCCESS || attrs.is_null() || data.is_null() {
         return r;
     }
-    if let Some(Some(block)) = with_owner(ptr, |p| p.find(ptr)) {
+    if let Some(found) = with_owner(ptr, |p| p.find(ptr)) {
+        // A pool address outside any live block has an empty range.
+        let block = found.unwrap_or((0, 0));
         for i in 0..count as usize {
             // SAFETY: the driver accepted `count` entries in both arrays; a null slot is one
             // the caller did not ask to be written.
@@ -292,16 +333,30 @@ pub extern "C" fn cuPointerGetAttributes(
 
 // ------------------------------------------------------------------------------ memory pools
 
-/// Driver memory pools created exportable for IPC (`handleTypes != 0`): their allocations must
-/// stay the driver's, since another process may map them. Every other pool (the device's
-/// default pool included) is served from ours when allocations are pooled.
-static IPC_POOLS: spin::mutex::SpinMutex<Vec<usize>, spin::relax::Yield> =
+/// Driver memory pools whose allocations must stay the driver's: pools created exportable for
+/// IPC (another process may map them), pools whose memory is not plain device memory (a host
+/// location), and pools given access rights for other devices with `cuMemPoolSetAccess` (our
+/// segments would not carry them). Every other pool (the device's default pool included) is
+/// served from ours when allocations are pooled.
+static FOREIGN_POOLS: spin::mutex::SpinMutex<Vec<usize>, spin::relax::Yield> =
     spin::mutex::SpinMutex::new(Vec::new());
 
-/// Offset of `handleTypes` in `CUmemPoolProps` (after `CUmemAllocationType allocType`).
+/// Offsets in `CUmemPoolProps`: `allocType` (int), `handleTypes` (int), then `location`
+/// (`type`, `id`).
 const POOL_PROPS_HANDLE_TYPES: usize = 4;
+const POOL_PROPS_LOCATION_TYPE: usize = 8;
+const CU_MEM_LOCATION_TYPE_DEVICE: c_int = 1;
 
-/// `cuMemPoolCreate`: the driver's, noting pools that are exportable for IPC.
+fn mark_foreign(pool: *mut c_void) {
+    resizealloc::region::outside_regions(|| {
+        let mut foreign = FOREIGN_POOLS.lock();
+        if !foreign.contains(&(pool as usize)) {
+            foreign.push(pool as usize);
+        }
+    });
+}
+
+/// `cuMemPoolCreate`: the driver's, noting pools that must stay the driver's.
 #[no_mangle]
 pub extern "C" fn cuMemPoolCreate(pool: *mut *mut c_void, props: *const c_void) -> CUresult {
     let Some(f) = drv::cu_mem_pool_create() else {
@@ -311,15 +366,27 @@ pub extern "C" fn cuMemPoolCreate(pool: *mut *mut c_void, props: *const c_void) 
     let r = unsafe { f(pool, props) };
     if r == CUDA_SUCCESS && !pool.is_null() && !props.is_null() {
         // SAFETY: the driver accepted `props` as a CUmemPoolProps and wrote `*pool`.
-        let (handle_types, handle) = unsafe {
-            (
-                *((props as *const u8).add(POOL_PROPS_HANDLE_TYPES) as *const c_int),
-                *pool,
-            )
+        let (handle_types, location, handle) = unsafe {
+            let at = |off: usize| *((props as *const u8).add(off) as *const c_int);
+            (at(POOL_PROPS_HANDLE_TYPES), at(POOL_PROPS_LOCATION_TYPE), *pool)
         };
-        if handle_types != 0 {
-            resizealloc::region::outside_regions(|| IPC_POOLS.lock().push(handle as usize));
+        if handle_types != 0 || location != CU_MEM_LOCATION_TYPE_DEVICE {
+            mark_foreign(handle);
         }
+    }
+    r
+}
+
+/// `cuMemPoolSetAccess`: a pool shared with other devices stays the driver's from now on.
+#[no_mangle]
+pub extern "C" fn cuMemPoolSetAccess(pool: *mut c_void, map: *const c_void, count: usize) -> CUresult {
+    let Some(f) = drv::cu_mem_pool_set_access() else {
+        return CUDA_ERROR_NOT_INITIALIZED;
+    };
+    // SAFETY: forwarded arguments.
+    let r = unsafe { f(pool, map, count) };
+    if r == CUDA_SUCCESS {
+        mark_foreign(pool);
     }
     r
 }
@@ -332,7 +399,7 @@ fn alloc_from_pool(
     ptsz: bool,
     real: Option<PoolAllocFn>,
 ) -> CUresult {
-    if pooled() && !IPC_POOLS.lock().contains(&(mem_pool as usize)) {
+    if pooled() && !FOREIGN_POOLS.lock().contains(&(mem_pool as usize)) {
         let id = stream_id(stream, ptsz);
         if let Some(r) = pool_alloc(dptr, size, stream_context(stream), id) {
             return r;
@@ -346,7 +413,7 @@ fn alloc_from_pool(
 }
 
 /// `cuMemAllocFromPoolAsync` (the route of cuda.core's `DeviceMemoryResource`): served by our
-/// pool unless the driver pool is exportable for IPC. The block is freed with
+/// pool unless the driver pool must stay the driver's (see `FOREIGN_POOLS`). The block is freed with
 /// `cuMemFreeAsync`, which recognises it.
 #[no_mangle]
 pub extern "C" fn cuMemAllocFromPoolAsync(

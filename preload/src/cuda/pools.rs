@@ -185,12 +185,25 @@ pub const SYNC_STREAM: StreamId = u64::MAX;
 const CU_STREAM_LEGACY: u64 = 1;
 const CU_STREAM_PER_THREAD: u64 = 2;
 
+static NEXT_THREAD_STREAM: core::sync::atomic::AtomicU64 = core::sync::atomic::AtomicU64::new(1);
+
+thread_local! {
+    /// This thread's per-thread default stream identity (0 until first used).
+    static PER_THREAD_STREAM: core::cell::Cell<u64> = const { core::cell::Cell::new(0) };
+}
+
 pub fn stream_id(stream: CUstream, per_thread_default: bool) -> StreamId {
     let handle = stream as u64;
     let per_thread = handle == CU_STREAM_PER_THREAD || (handle == 0 && per_thread_default);
     if per_thread {
-        // The thread's own state block: unique among running threads.
-        (1 << 62) | resizealloc::region::state() as *const _ as u64
+        // A number no other thread, running or future, ever gets: a new thread must not
+        // inherit blocks freed on an exited thread's stream while its work may still run.
+        (1 << 62) | PER_THREAD_STREAM.with(|id| {
+            if id.get() == 0 {
+                id.set(NEXT_THREAD_STREAM.fetch_add(1, Ordering::Relaxed));
+            }
+            id.get()
+        })
     } else if handle == CU_STREAM_LEGACY {
         0
     } else {
@@ -246,17 +259,31 @@ pub fn around_teardown(ctx: CUcontext, teardown: impl FnOnce() -> CUresult) -> C
         Some(pools.list.swap_remove(i))
     });
     let r = teardown();
-    if let Some(entry) = taken {
-        locked(|pools| {
-            if r == CUDA_SUCCESS {
-                // Dropping a pool does not free its segments (see `DevicePool`).
-                drop(entry);
-            } else {
-                pools.list.push(entry);
-            }
-        });
+    if r == CUDA_SUCCESS {
+        // Dropping a pool does not free its segments (see `DevicePool`); a pool created for
+        // the dying context while the call ran goes too.
+        drop(taken);
+        drop_pools_of(ctx);
+    } else if let Some(entry) = taken {
+        locked(|pools| pools.list.push(entry));
     }
     r
+}
+
+/// Forgets every pool of context `ctx`, whose memory the driver has freed.
+pub fn drop_pools_of(ctx: CUcontext) {
+    if !any_pool() {
+        return;
+    }
+    let key = ctx as usize;
+    let gone: Vec<(usize, DevicePool<Driver>)> = locked(|pools| {
+        let (gone, kept) = core::mem::take(&mut pools.list)
+            .into_iter()
+            .partition(|(c, _)| *c == key);
+        pools.list = kept;
+        gone
+    });
+    drop(gone);
 }
 
 /// The calling thread entered a region and allocates device memory: every pool's region begins.
@@ -279,6 +306,19 @@ fn thread_region_end() {
         pools.threads_in_regions -= 1;
         for (_, p) in &mut pools.list {
             p.region_end();
+        }
+    });
+}
+
+/// `stream` is being destroyed: in every pool, the blocks freed on it wait for a sync.
+pub fn forget_stream(stream: CUstream) {
+    if !any_pool() || (stream as u64) <= CU_STREAM_PER_THREAD {
+        return;
+    }
+    let id = stream_id(stream, false);
+    locked(|pools| {
+        for (_, p) in &mut pools.list {
+            p.forget_stream(id);
         }
     });
 }

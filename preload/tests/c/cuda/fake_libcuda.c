@@ -32,6 +32,7 @@ static size_t capacity = (size_t)1 << 30; /* FAKE_CUDA_CAPACITY overrides */
 /* Counters the tests read through fake_cuda_counts(). */
 static long n_alloc, n_free, n_sync, n_alloc_async, n_free_async, n_pool_alloc;
 static int initialised;
+static int primary_refs; /* references to the primary context of device 0 */
 
 void fake_cuda_counts(long out[6]) {
     out[0] = n_alloc; out[1] = n_free; out[2] = n_sync; out[3] = n_alloc_async; out[4] = n_free_async;
@@ -42,6 +43,7 @@ CUresult cuInit(unsigned flags) {
     (void)flags;
     const char *cap = getenv("FAKE_CUDA_CAPACITY");
     if (cap) capacity = strtoull(cap, NULL, 10);
+    if (!initialised) primary_refs = 1;
     initialised = 1;
     current = &the_context;
     return CUDA_SUCCESS;
@@ -82,12 +84,24 @@ CUresult cuCtxDestroy_v2(CUcontext ctx) {
 }
 /* The primary context of device 0 is the_context; a reset frees its memory (the handle stays
  * the same here, which the real driver may also do). */
+/* cuInit holds one reference (as cudart would); the release that drops the count to zero
+ * destroys the context's memory. */
 CUresult cuDevicePrimaryCtxGetState(int dev, unsigned *flags, int *active) {
     if (dev != 0) return CUDA_ERROR_INVALID_VALUE;
-    *flags = 0; *active = initialised; return CUDA_SUCCESS;
+    *flags = 0; *active = primary_refs > 0; return CUDA_SUCCESS;
 }
-CUresult cuDevicePrimaryCtxRetain(CUcontext *ctx, int dev) { if (dev != 0) return CUDA_ERROR_INVALID_VALUE; *ctx = &the_context; return CUDA_SUCCESS; }
-CUresult cuDevicePrimaryCtxRelease_v2(int dev) { return dev == 0 ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE; }
+CUresult cuDevicePrimaryCtxRetain(CUcontext *ctx, int dev) {
+    if (dev != 0) return CUDA_ERROR_INVALID_VALUE;
+    primary_refs++; *ctx = &the_context; return CUDA_SUCCESS;
+}
+static void free_context_blocks(CUcontext ctx);
+CUresult cuDevicePrimaryCtxRelease_v2(int dev) {
+    if (dev != 0 || primary_refs == 0) return CUDA_ERROR_INVALID_VALUE;
+    if (--primary_refs == 0) free_context_blocks(&the_context);
+    return CUDA_SUCCESS;
+}
+CUresult cuStreamDestroy_v2(CUstream s) { return s == FAKE_BAD_STREAM ? CUDA_ERROR_INVALID_HANDLE : CUDA_SUCCESS; }
+CUresult cuMemPoolSetAccess(void *pool, const void *map, size_t count) { (void)map; (void)count; return pool ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE; }
 long n_reset;
 CUresult cuDevicePrimaryCtxReset_v2(int dev) {
     if (dev != 0) return CUDA_ERROR_INVALID_VALUE;
@@ -195,6 +209,9 @@ static const struct { const char *name; void *fn; } table[] = {
     {"cuDevicePrimaryCtxReset", (void *)cuDevicePrimaryCtxReset_v2},
     {"cuPointerGetAttributes", (void *)cuPointerGetAttributes},
     {"cuStreamGetCtx", (void *)cuStreamGetCtx},
+    {"cuStreamDestroy", (void *)cuStreamDestroy_v2},
+    {"cuDevicePrimaryCtxRelease", (void *)cuDevicePrimaryCtxRelease_v2},
+    {"cuMemPoolSetAccess", (void *)cuMemPoolSetAccess},
     {"cuMemAlloc", (void *)cuMemAlloc_v2},
     {"cuMemFree", (void *)cuMemFree_v2},
     {"cuMemAllocAsync", (void *)cuMemAllocAsync},

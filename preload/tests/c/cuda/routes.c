@@ -22,6 +22,9 @@ void fake_cuda_counts(long out[6]);
 void *fake_cuda_block_ctx(CUdeviceptr);
 void *fake_cuda_context(int which);
 CUresult cuCtxDestroy_v2(void *);
+CUresult cuStreamDestroy_v2(void *);
+CUresult cuMemPoolSetAccess(void *, const void *, size_t);
+CUresult cuDevicePrimaryCtxRelease_v2(int);
 CUresult cuPointerGetAttributes(unsigned, int *, void **, CUdeviceptr);
 struct cuda_stats { uint64_t pools, reserved, in_use, high_water, overflow_blocks, segments, own_syncs, observed_syncs, driver_allocs; };
 static int (*cuda_stats_get)(struct cuda_stats *, size_t);
@@ -136,6 +139,32 @@ int main(int argc, char **argv) {
     CHECK(cuCtxDestroy_v2(fake_cuda_context(1)) == 0, "cuCtxDestroy_v2");
     if (!off) CHECK(pools_now() == pools_before, "the destroyed context's pool is gone");
     CHECK(cuMemFreeAsync(q, (void *)0x99) == 1, "a block of a destroyed context -> the driver's CUDA_ERROR_INVALID_VALUE");
+
+    /* A destroyed stream's handle may come back while its work runs: its frees wait for a sync. */
+    CUdeviceptr s1 = 0, s2 = 0;
+    CHECK(cuMemAllocAsync(&s1, 4096, (void *)0x77) == 0 && cuMemFreeAsync(s1, (void *)0x77) == 0, "alloc/free on stream 0x77");
+    CHECK(cuStreamDestroy_v2((void *)0x77) == 0, "cuStreamDestroy_v2");
+    CHECK(cuMemAllocAsync(&s2, 4096, (void *)0x77) == 0, "alloc on a new stream with the same handle");
+    if (!off) CHECK(s2 != s1, "a destroyed stream's freed block is not reused before a sync");
+    cuMemFreeAsync(s2, (void *)0x77);
+    /* Queries on a freed pool block: no allocation there, as the driver would say. */
+    CUdeviceptr gone = 0;
+    CHECK(cuMemAlloc_v2(&gone, 3000) == 0 && cuMemFree_v2(gone) == 0, "alloc/free for the queries");
+    if (!off) {
+        size_t attr_size = 0;
+        CHECK(cuMemGetAddressRange_v2(&base, &size, gone + 10) == 500, "address range of a freed pool block -> CUDA_ERROR_NOT_FOUND");
+        CHECK(cuPointerGetAttribute(&attr_size, 12, gone) == 1, "range size of a freed pool block -> CUDA_ERROR_INVALID_VALUE");
+    }
+    /* Pools with access for other devices, or with a host location, stay the driver's. */
+    int props_host[8] = {1, 0, 2, 0};
+    void *shared_pool = 0, *host_pool = 0;
+    CHECK(cuMemPoolCreate(&shared_pool, props_plain) == 0 && cuMemPoolSetAccess(shared_pool, NULL, 0) == 0, "cuMemPoolSetAccess");
+    CHECK(cuMemPoolCreate(&host_pool, props_host) == 0, "a host-located pool");
+    pool_before = counts(POOL_ALLOCS);
+    CHECK(cuMemAllocFromPoolAsync(&d, 8192, shared_pool, (void *)7) == 0 && cuMemFreeAsync(d, (void *)7) == 0, "alloc from the shared pool");
+    CHECK(cuMemAllocFromPoolAsync(&e, 8192, host_pool, (void *)7) == 0 && cuMemFreeAsync(e, (void *)7) == 0, "alloc from the host pool");
+    CHECK(counts(POOL_ALLOCS) - pool_before == 2, "both reach the driver");
+    cuCtxSynchronize();
     CHECK(region_end() == 0, "region end");
 
     /* Outside regions everything passes through. */
@@ -172,6 +201,11 @@ int main(int argc, char **argv) {
     void *missing = (void *)1;
     CHECK(cuGetProcAddress_v2("cuNoSuchThing", &missing, 12000, 0, NULL) == 500 && missing == NULL, "unknown names keep the driver's answer");
     CHECK(dlsym(RTLD_DEFAULT, "strlen") != NULL, "other names pass through dlsym");
+
+    /* The release that drops the primary context's count to zero destroys it: its pool goes. */
+    uint64_t pools_at_end = pools_now();
+    CHECK(cuDevicePrimaryCtxRelease_v2(0) == 0, "the last cuDevicePrimaryCtxRelease_v2");
+    if (!off) CHECK(pools_at_end >= 1 && pools_now() == pools_at_end - 1, "the released context's pool is gone");
 
     if (failures) { printf("%d failures\n", failures); return 1; }
     puts("all ok");
