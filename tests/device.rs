@@ -375,7 +375,11 @@ fn freed_blocks_are_reused_whole_and_merged_back_before_the_pool_grows() {
     p.on_synchronize();
     // A bigger size: the cached blocks are merged back instead of growing the pool.
     let big = p.alloc(MIN_SEGMENT / 2, 0).unwrap();
-    assert_eq!(p.backend().allocs, 1, "merged cache served the request; no new segment");
+    assert_eq!(
+        p.backend().allocs,
+        1,
+        "merged cache served the request; no new segment"
+    );
     write(big, MIN_SEGMENT / 2, 7);
     p.check_invariants().unwrap();
     // A cached block cannot be freed again (double free), and the pool stays intact.
@@ -398,7 +402,10 @@ fn a_destroyed_streams_frees_wait_for_a_sync() {
     p.free_async(a, 7).unwrap();
     p.forget_stream(7);
     let b = p.alloc(4096, 7).unwrap();
-    assert_ne!(a, b, "a new stream with the old handle must not get the old stream's block");
+    assert_ne!(
+        a, b,
+        "a new stream with the old handle must not get the old stream's block"
+    );
     p.check_invariants().unwrap();
     p.on_synchronize();
     let c = p.alloc(4096, 9).unwrap();

@@ -329,7 +329,13 @@ fn cuda_runtime_programs() -> (PathBuf, PathBuf) {
         let dir = routes.parent().unwrap().to_path_buf();
         let fake_cudart = manifest.join("tests/c/cuda/fake_libcudart.c");
         let status = Command::new("cc")
-            .args(["-shared", "-fPIC", "-O1", "-Wl,-soname,libcudart.so.12", "-o"])
+            .args([
+                "-shared",
+                "-fPIC",
+                "-O1",
+                "-Wl,-soname,libcudart.so.12",
+                "-o",
+            ])
             .arg(dir.join("libcudart.so.12"))
             .arg(&fake_cudart)
             .arg("-ldl")
@@ -356,7 +362,10 @@ fn cuda_runtime_programs() -> (PathBuf, PathBuf) {
             assert!(status.success(), "building {name}");
             exe
         };
-        (build("runtime_shared", false), build("runtime_static", true))
+        (
+            build("runtime_shared", false),
+            build("runtime_static", true),
+        )
     })
     .clone()
 }
@@ -372,12 +381,18 @@ fn cuda_runtime_hooks_with_shared_and_static_cudart() {
         let mut cmd = Command::new(exe);
         cmd.args([kind, "off"]);
         let out = preloaded(cmd, &[("RESIZEALLOC_CUDA", "off")]);
-        assert_ok(&out, &format!("runtime.c, {kind} cudart, RESIZEALLOC_CUDA=off"));
+        assert_ok(
+            &out,
+            &format!("runtime.c, {kind} cudart, RESIZEALLOC_CUDA=off"),
+        );
         // Process mode: every allocation is pooled, the driver's own mallocs included.
         let mut cmd = Command::new(exe);
         cmd.args([kind, "process"]);
         let out = preloaded(cmd, &[("RESIZEALLOC_REGION", "process")]);
-        assert_ok(&out, &format!("runtime.c, {kind} cudart, RESIZEALLOC_REGION=process"));
+        assert_ok(
+            &out,
+            &format!("runtime.c, {kind} cudart, RESIZEALLOC_REGION=process"),
+        );
     }
 }
 

@@ -437,8 +437,10 @@ impl<B: Backend> DevicePool<B> {
         for (s, size, ptr) in gone {
             self.stream_free.remove(&(s, size, ptr));
             self.stream_free.insert((RETIRED_STREAM, size, ptr));
-            self.blocks.get_mut(&ptr).expect("an async-freed block").state =
-                State::AsyncFree(RETIRED_STREAM);
+            self.blocks
+                .get_mut(&ptr)
+                .expect("an async-freed block")
+                .state = State::AsyncFree(RETIRED_STREAM);
         }
     }
 
@@ -669,7 +671,8 @@ impl<B: Backend> DevicePool<B> {
     /// range attributes of `cuPointerGetAttribute`).
     pub fn find(&self, ptr: DevPtr) -> Option<(DevPtr, usize)> {
         let (&start, b) = self.blocks.range(..=ptr).next_back()?;
-        (self.live.contains_key(&start) && ptr < start + b.size as DevPtr).then_some((start, b.size))
+        (self.live.contains_key(&start) && ptr < start + b.size as DevPtr)
+            .then_some((start, b.size))
     }
 
     /// Checks the invariants documented at the top of this file; returns the first violation.
@@ -704,7 +707,8 @@ impl<B: Backend> DevicePool<B> {
                         }
                         Some(_) => return Err(format!("live block {p:#x}: size out of step")),
                         None => {
-                            let in_deferred = self.deferred.iter().any(|d| d.1 == p && d.2 == b.size);
+                            let in_deferred =
+                                self.deferred.iter().any(|d| d.1 == p && d.2 == b.size);
                             let in_ready = self.ready.get(&b.size).is_some_and(|v| v.contains(&p));
                             if in_deferred == in_ready {
                                 return Err(format!(

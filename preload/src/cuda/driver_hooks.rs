@@ -8,8 +8,8 @@ use core::ffi::{c_int, c_uint, c_void};
 use resizealloc::device::StreamId;
 
 use super::driver::{
-    self as drv, CUcontext, CUdevice, CUdeviceptr, CUresult, CUstream, PoolAllocFn,
-    AllocAsyncFn, FreeAsyncFn, CUDA_ERROR_NOT_FOUND, CUDA_ERROR_NOT_INITIALIZED, CUDA_SUCCESS,
+    self as drv, AllocAsyncFn, CUcontext, CUdevice, CUdeviceptr, CUresult, CUstream, FreeAsyncFn,
+    PoolAllocFn, CUDA_ERROR_NOT_FOUND, CUDA_ERROR_NOT_INITIALIZED, CUDA_SUCCESS,
     CU_POINTER_ATTRIBUTE_RANGE_SIZE, CU_POINTER_ATTRIBUTE_RANGE_START_ADDR,
 };
 use super::pools::{self, pooled, stream_context, stream_id, with_owner, with_pool, SYNC_STREAM};
@@ -260,7 +260,11 @@ pub extern "C" fn cuMemGetAddressRange_v2(
 ///
 /// # Safety
 /// `data` is writable for the attribute's type (CUdeviceptr or size_t, both 8 bytes).
-unsafe fn write_range_attribute(data: *mut c_void, attr: c_int, (start, len): (u64, usize)) -> bool {
+unsafe fn write_range_attribute(
+    data: *mut c_void,
+    attr: c_int,
+    (start, len): (u64, usize),
+) -> bool {
     match attr {
         CU_POINTER_ATTRIBUTE_RANGE_START_ADDR => *(data as *mut CUdeviceptr) = start,
         CU_POINTER_ATTRIBUTE_RANGE_SIZE => *(data as *mut usize) = len,
@@ -277,7 +281,8 @@ pub extern "C" fn cuPointerGetAttribute(
     ptr: CUdeviceptr,
 ) -> CUresult {
     if !data.is_null()
-        && (attr == CU_POINTER_ATTRIBUTE_RANGE_START_ADDR || attr == CU_POINTER_ATTRIBUTE_RANGE_SIZE)
+        && (attr == CU_POINTER_ATTRIBUTE_RANGE_START_ADDR
+            || attr == CU_POINTER_ATTRIBUTE_RANGE_SIZE)
     {
         match with_owner(ptr, |p| p.find(ptr)) {
             Some(Some(block)) => {
@@ -368,7 +373,11 @@ pub extern "C" fn cuMemPoolCreate(pool: *mut *mut c_void, props: *const c_void) 
         // SAFETY: the driver accepted `props` as a CUmemPoolProps and wrote `*pool`.
         let (handle_types, location, handle) = unsafe {
             let at = |off: usize| *((props as *const u8).add(off) as *const c_int);
-            (at(POOL_PROPS_HANDLE_TYPES), at(POOL_PROPS_LOCATION_TYPE), *pool)
+            (
+                at(POOL_PROPS_HANDLE_TYPES),
+                at(POOL_PROPS_LOCATION_TYPE),
+                *pool,
+            )
         };
         if handle_types != 0 || location != CU_MEM_LOCATION_TYPE_DEVICE {
             mark_foreign(handle);
@@ -379,7 +388,11 @@ pub extern "C" fn cuMemPoolCreate(pool: *mut *mut c_void, props: *const c_void) 
 
 /// `cuMemPoolSetAccess`: a pool shared with other devices stays the driver's from now on.
 #[no_mangle]
-pub extern "C" fn cuMemPoolSetAccess(pool: *mut c_void, map: *const c_void, count: usize) -> CUresult {
+pub extern "C" fn cuMemPoolSetAccess(
+    pool: *mut c_void,
+    map: *const c_void,
+    count: usize,
+) -> CUresult {
     let Some(f) = drv::cu_mem_pool_set_access() else {
         return CUDA_ERROR_NOT_INITIALIZED;
     };
@@ -422,7 +435,14 @@ pub extern "C" fn cuMemAllocFromPoolAsync(
     mem_pool: *mut c_void,
     stream: CUstream,
 ) -> CUresult {
-    alloc_from_pool(dptr, size, mem_pool, stream, false, drv::cu_mem_alloc_from_pool_async())
+    alloc_from_pool(
+        dptr,
+        size,
+        mem_pool,
+        stream,
+        false,
+        drv::cu_mem_alloc_from_pool_async(),
+    )
 }
 
 /// `cuMemAllocFromPoolAsync_ptsz`.

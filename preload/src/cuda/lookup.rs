@@ -6,8 +6,8 @@ use core::ffi::{c_char, c_int, c_void, CStr};
 
 use resizealloc::options;
 
-use super::driver::{self as drv, CUresult, CUDA_ERROR_NOT_INITIALIZED, CUDA_SUCCESS};
 use super::driver::RESIZEALLOC_REAL_DLSYM;
+use super::driver::{self as drv, CUresult, CUDA_ERROR_NOT_INITIALIZED, CUDA_SUCCESS};
 use super::driver_hooks::*;
 
 const CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM: u64 = 2;

@@ -198,12 +198,13 @@ pub fn stream_id(stream: CUstream, per_thread_default: bool) -> StreamId {
     if per_thread {
         // A number no other thread, running or future, ever gets: a new thread must not
         // inherit blocks freed on an exited thread's stream while its work may still run.
-        (1 << 62) | PER_THREAD_STREAM.with(|id| {
-            if id.get() == 0 {
-                id.set(NEXT_THREAD_STREAM.fetch_add(1, Ordering::Relaxed));
-            }
-            id.get()
-        })
+        (1 << 62)
+            | PER_THREAD_STREAM.with(|id| {
+                if id.get() == 0 {
+                    id.set(NEXT_THREAD_STREAM.fetch_add(1, Ordering::Relaxed));
+                }
+                id.get()
+            })
     } else if handle == CU_STREAM_LEGACY {
         0
     } else {
