@@ -47,8 +47,9 @@ pub enum PoolError<E> {
     Backend(E),
 }
 
-/// The pool's figures.
+/// The pool's figures (`repr(C)`: the preload's C API embeds it).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[repr(C)]
 pub struct PoolStats {
     /// Bytes held from the driver.
     pub reserved: u64,
@@ -237,10 +238,7 @@ impl<B: Backend> DevicePool<B> {
             }
         }
         // Blocks freed since the last sync may be enough: one sync for the whole batch.
-        if !self.deferred.is_empty() || !self.stream_free.is_empty() {
-            self.backend.synchronize().map_err(PoolError::Backend)?;
-            self.stats.own_syncs += 1;
-            self.reclaim();
+        if self.sync_for_frees()? {
             if let Some(p) = self.take_ready(need) {
                 return Ok(p);
             }
@@ -348,13 +346,7 @@ impl<B: Backend> DevicePool<B> {
         let base = match self.backend.alloc(size) {
             Ok(base) => base,
             Err(e) if self.backend.is_out_of_memory(&e) => {
-                if !self.deferred.is_empty() || !self.stream_free.is_empty() {
-                    self.backend.synchronize().map_err(PoolError::Backend)?;
-                    self.stats.own_syncs += 1;
-                    self.reclaim();
-                }
-                self.flush_ready();
-                self.release_empty(true);
+                self.trim()?;
                 match self.backend.alloc(need) {
                     Ok(base) => {
                         self.add_segment(base, need);
@@ -461,6 +453,18 @@ impl<B: Backend> DevicePool<B> {
     pub fn on_synchronize_since(&mut self, mark: u64) {
         self.stats.observed_syncs += 1;
         self.reclaim_until(mark);
+    }
+
+    /// The pool's own synchronisation, when frees are in flight: afterwards every freed block
+    /// is reusable. Returns whether it synced.
+    fn sync_for_frees(&mut self) -> Result<bool, PoolError<B::Error>> {
+        if self.deferred.is_empty() && self.stream_free.is_empty() {
+            return Ok(false);
+        }
+        self.backend.synchronize().map_err(PoolError::Backend)?;
+        self.stats.own_syncs += 1;
+        self.reclaim();
+        Ok(true)
     }
 
     fn reclaim(&mut self) {
@@ -582,11 +586,7 @@ impl<B: Backend> DevicePool<B> {
     /// Gives every cached block back to the driver: waits for frees in flight (one sync if
     /// any), then releases all empty segments.
     pub fn trim(&mut self) -> Result<(), PoolError<B::Error>> {
-        if !self.deferred.is_empty() || !self.stream_free.is_empty() {
-            self.backend.synchronize().map_err(PoolError::Backend)?;
-            self.stats.own_syncs += 1;
-            self.reclaim();
-        }
+        self.sync_for_frees()?;
         self.flush_ready();
         self.release_empty(true);
         Ok(())
