@@ -54,22 +54,35 @@ pub fn real_dlsym() -> DlsymFn {
     unsafe { core::mem::transmute::<*mut c_void, DlsymFn>(p) }
 }
 
+/// `name` in the already loaded object `soname`, if both exist. Finds objects loaded with
+/// `RTLD_LOCAL` too (`RTLD_NOLOAD` only looks, never loads).
+fn symbol_in_loaded(soname: &CStr, name: &CStr) -> *mut c_void {
+    // SAFETY: NUL-terminated names; RTLD_NOLOAD only finds an object that is already loaded,
+    // and the handle is closed again (the object stays loaded: it was before).
+    unsafe {
+        let handle = libc::dlopen(soname.as_ptr(), libc::RTLD_LAZY | libc::RTLD_NOLOAD);
+        if handle.is_null() {
+            return core::ptr::null_mut();
+        }
+        let p = real_dlsym()(handle, name.as_ptr());
+        libc::dlclose(handle);
+        p
+    }
+}
+
+/// The next definition of `name` after this library.
+fn next_symbol(name: &CStr) -> *mut c_void {
+    // SAFETY: NUL-terminated name; the real dlsym called from this library, so RTLD_NEXT means
+    // "after libresizealloc.so".
+    unsafe { real_dlsym()(libc::RTLD_NEXT, name.as_ptr()) }
+}
+
 /// The real driver function `name` (see the module documentation).
 pub fn driver_symbol(name: &CStr) -> *mut c_void {
-    // SAFETY: NUL-terminated names; RTLD_NOLOAD only finds an object that is already loaded.
-    unsafe {
-        let handle = libc::dlopen(
-            c"libcuda.so.1".as_ptr(),
-            libc::RTLD_LAZY | libc::RTLD_NOLOAD,
-        );
-        let mut p = core::ptr::null_mut();
-        if !handle.is_null() {
-            p = real_dlsym()(handle, name.as_ptr());
-            libc::dlclose(handle);
-        }
-        if p.is_null() {
-            p = real_dlsym()(libc::RTLD_NEXT, name.as_ptr());
-        }
+    let p = symbol_in_loaded(c"libcuda.so.1", name);
+    if p.is_null() {
+        next_symbol(name)
+    } else {
         p
     }
 }
@@ -86,25 +99,15 @@ const CUDART_SONAMES: [&CStr; 4] = [
 /// a cudart that is loaded but not global (a dependency of a library opened with `RTLD_LOCAL`,
 /// as Python extension modules are; its callers still bind to our export first).
 pub fn runtime_symbol(name: &CStr) -> *mut c_void {
-    // SAFETY: NUL-terminated names; the real dlsym called from this library, so RTLD_NEXT means
-    // "after libresizealloc.so"; RTLD_NOLOAD only finds an object that is already loaded.
-    unsafe {
-        let p = real_dlsym()(libc::RTLD_NEXT, name.as_ptr());
-        if !p.is_null() {
-            return p;
-        }
-        for soname in CUDART_SONAMES {
-            let handle = libc::dlopen(soname.as_ptr(), libc::RTLD_LAZY | libc::RTLD_NOLOAD);
-            if !handle.is_null() {
-                let p = real_dlsym()(handle, name.as_ptr());
-                libc::dlclose(handle);
-                if !p.is_null() {
-                    return p;
-                }
-            }
-        }
-        core::ptr::null_mut()
+    let p = next_symbol(name);
+    if !p.is_null() {
+        return p;
     }
+    CUDART_SONAMES
+        .iter()
+        .map(|soname| symbol_in_loaded(soname, name))
+        .find(|p| !p.is_null())
+        .unwrap_or(core::ptr::null_mut())
 }
 
 /// `fn name() -> Option<Type>`: the real function, looked up with `$lookup` once and cached.
