@@ -19,6 +19,7 @@
 //! slot_base ┬ Arena (this struct)
 //!           ├ local:  [u64; granules]        owner-only alloc-minus-local-free counts
 //!           ├ remote: [AtomicU64; granules]  frees by other threads
+//!           ├ touched: [u8; granules]        owner-only: 1 = resident (see footprint.rs)
 //!           ├ … padding to a granule boundary
 //! data_start┴ data granules … up to slot_end
 //! ```
@@ -35,6 +36,8 @@ use core::mem::size_of;
 use core::ptr;
 use core::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 
+use crate::footprint;
+use crate::lifetime;
 use crate::os;
 
 /// log2 of the granule size. A granule is the unit of reuse: an escaped block pins its granules.
@@ -55,10 +58,64 @@ pub const MAX_CHECKPOINTS: usize = 32;
 const SIZE_BITS: u32 = 48;
 const SIZE_MASK: usize = (1 << SIZE_BITS) - 1;
 const TAG_LIVE: usize = 0xA110;
+/// A live block sampled by the lifetime predictor: the header's second word holds its
+/// [`SampleWord`]. Owner frees of it take the slow path, which learns from its age.
+const TAG_SAMPLED: usize = 0xA111;
 /// See `Arena::release_balance`: remote frees alone can never reach it (they would need 2^63
 /// granule units).
 const ORPHANED: u64 = 1 << 63;
 const TAG_FREED: usize = 0xF4EE;
+
+/// Sampled blocks the survivor sweep keeps track of, per arena.
+const RING: usize = 32;
+/// Ages are kept in units of this many bytes of the allocation clock (32-bit births).
+const CLOCK_SHIFT: u32 = 12;
+/// What a region end adds to the allocation clock: more than any lap, so a block alive across
+/// a region end is old (and 32-bit births wrap only every 256 region ends).
+const REGION_LAP: u64 = 1 << 36;
+/// Survivor sweeps run at most once per this many bytes allocated (and at region ends).
+const SWEEP_MIN: usize = 256 << 10;
+/// The shortest lap: blocks freed within this many bytes of allocation are short-lived.
+const LAP_MIN: usize = 1 << 20;
+/// Regions in a row that leave escapes behind before an arena predicts for its regions, and
+/// regions in a row that leave nothing before it stops.
+const ESCAPES_TO_PREDICT: u32 = 4;
+const CLEAN_TO_STOP: u32 = 64;
+
+/// The second header word of a sampled block: the site's table key (bits 0..12), its ring
+/// entry (bits 12..17, valid when bit 17 is set), whether it is a probe (bit 18), and its birth
+/// on the allocation clock (bits 32..64, in `1 << CLOCK_SHIFT` byte units).
+#[derive(Clone, Copy)]
+struct SampleWord(u64);
+
+impl SampleWord {
+    const IN_RING: u64 = 1 << 17;
+    const PROBE: u64 = 1 << 18;
+    fn new(key: u32, ring: Option<usize>, probe: bool, clock: u64) -> Self {
+        let mut w = (key as u64 & ((1 << lifetime::SITE_BITS) - 1)) | (clock >> CLOCK_SHIFT) << 32;
+        if let Some(i) = ring {
+            w |= (i as u64) << 12 | Self::IN_RING;
+        }
+        if probe {
+            w |= Self::PROBE;
+        }
+        SampleWord(w)
+    }
+    fn key(self) -> u32 {
+        (self.0 & ((1 << lifetime::SITE_BITS) - 1)) as u32
+    }
+    fn ring(self) -> Option<usize> {
+        (self.0 & Self::IN_RING != 0).then_some((self.0 >> 12) as usize & (RING - 1))
+    }
+    fn probe(self) -> bool {
+        self.0 & Self::PROBE != 0
+    }
+    /// Bytes allocated since the block's birth (to clock resolution).
+    fn age(self, clock: u64) -> u64 {
+        let now = (clock >> CLOCK_SHIFT) as u32;
+        (now.wrapping_sub((self.0 >> 32) as u32) as u64) << CLOCK_SHIFT
+    }
+}
 
 /// How one arena behaves; fixed when the arena is created.
 #[derive(Clone, Copy, Debug)]
@@ -96,6 +153,36 @@ pub struct ArenaStats {
     pub overflow_allocs: u64,
     pub spilled_allocs: u64,
     pub resizes: u64,
+    /// Bytes of memory the arena holds resident (granules entered and not given back).
+    pub resident_bytes: u64,
+    /// Bytes of the arena's live blocks, headers included.
+    pub live_bytes: u64,
+    /// Granules given back to the kernel (`madvise`) while the arena lived.
+    pub given_back_granules: u64,
+    /// Times the arena closed because it reached its memory bound.
+    pub bound_closures: u64,
+    /// Bytes of requests sent to the next allocator because the arena was at its bound.
+    pub bytes_turned_away: u64,
+    /// Bytes of requests the lifetime predictor sent to the next allocator.
+    pub bytes_routed_away: u64,
+}
+
+impl ArenaStats {
+    pub const ZERO: ArenaStats = ArenaStats {
+        arena_capacity: 0,
+        arena_committed: 0,
+        high_water: 0,
+        region_allocs: 0,
+        overflow_allocs: 0,
+        spilled_allocs: 0,
+        resizes: 0,
+        resident_bytes: 0,
+        live_bytes: 0,
+        given_back_granules: 0,
+        bound_closures: 0,
+        bytes_turned_away: 0,
+        bytes_routed_away: 0,
+    };
 }
 
 /// A counter that only the owner thread writes and any thread may read.
@@ -116,6 +203,10 @@ impl OwnerCounter {
         self.0.store(n, Ordering::Relaxed);
     }
     #[inline(always)]
+    fn sub(&self, n: u64) {
+        self.add(n.wrapping_neg());
+    }
+    #[inline(always)]
     fn get(&self) -> u64 {
         self.0.load(Ordering::Relaxed)
     }
@@ -133,6 +224,8 @@ enum Stop {
     Pinned(usize),
     /// The run reached the end of committed memory.
     Uncommitted,
+    /// The next granule is not resident and the memory bound does not allow one more.
+    Bound,
 }
 
 /// One thread's resize arena. Lives at the start of its slot.
@@ -170,8 +263,9 @@ pub struct Arena {
     plausible_slots: AtomicUsize,
     committed_bytes: OwnerCounter,
     region_allocs: OwnerCounter,
-    /// Blocks freed by the owner; with `remote_blocks`, tells how many blocks are live.
-    local_frees: OwnerCounter,
+    /// Bytes (headers included) of blocks allocated minus blocks freed by the owner; minus
+    /// `remote_bytes` it is the arena's live bytes (the memory bound's measure).
+    live_local_bytes: OwnerCounter,
     slot_base: usize,
     local: *mut u64,
 
@@ -201,6 +295,52 @@ pub struct Arena {
     checkpoints: [Cell<Checkpoint>; MAX_CHECKPOINTS],
     checkpoint_depth: Cell<usize>,
 
+    // --- the memory bound (see footprint.rs) ---
+    /// One byte per granule: 1 when the granule is resident (a run entered it since it was
+    /// last given back), 0 when it reads as zero and holds no pages. Owner only.
+    touched: *mut u8,
+    /// Everything in `[max(zero_from, highest top of the run), run_end)` reads as zero: what
+    /// `alloc_zeroed` need not clear. Moves past every granule the run enters that was resident.
+    zero_from: Cell<usize>,
+    /// Bytes of the request being served by the slow path: the bound lets the arena grow for
+    /// a block it is about to hand out.
+    pending_bytes: Cell<usize>,
+    /// The arena is over its bound with nothing left to give back: it serves only from resident
+    /// memory and sends requests that need more to the next allocator.
+    closed: Cell<bool>,
+    /// Requests turned away since the closed arena last looked at its bound.
+    turned_away: Cell<u32>,
+    /// Granules emptied by owner frees since the last look at the bound.
+    emptied: Cell<usize>,
+    /// `remote_bytes` when the owner last looked at the bound.
+    remote_seen: Cell<u64>,
+    resident_granules: OwnerCounter,
+    given_back_granules: OwnerCounter,
+    closures: OwnerCounter,
+    bytes_turned_away: OwnerCounter,
+
+    // --- lifetime prediction (see lifetime.rs) ---
+    /// Bytes allocated through the predicted path, plus a whole lap at every region end: the
+    /// clock sampled blocks' ages are measured on. Read by remote frees.
+    alloc_clock: OwnerCounter,
+    /// Clock value of the next survivor sweep.
+    next_sweep: Cell<u64>,
+    sample_countdown: Cell<u32>,
+    probe_countdown: Cell<u32>,
+    /// Addresses of sampled blocks still live (0: empty); a free of one clears its entry.
+    ring: [AtomicUsize; RING],
+    /// `SampleWord` of each ring entry (owner only).
+    ring_words: [Cell<u64>; RING],
+    ring_next: Cell<usize>,
+    /// Markers mode: regions of this arena allocate through the predictor.
+    predicting: Cell<bool>,
+    /// Markers mode: regions in a row that left more live bytes behind than they found, and
+    /// that left nothing behind.
+    escaping_regions: Cell<u32>,
+    clean_regions: Cell<u32>,
+    live_at_reset: Cell<u64>,
+    bytes_routed_away: OwnerCounter,
+
     // --- readable by any thread ---
     capacity_bytes: OwnerCounter,
     high_water: OwnerCounter,
@@ -215,8 +355,8 @@ pub struct Arena {
     /// to `ORPHANED` (all units freed, owner gone) releases the slot, and no thread reads the
     /// arena after its own add: the slot may be gone by then.
     release_balance: AtomicU64,
-    /// Blocks freed by other threads.
-    remote_blocks: AtomicU64,
+    /// Bytes (headers included) of blocks freed by other threads.
+    remote_bytes: AtomicU64,
     /// Set by the exiting owner (stats only).
     orphaned: AtomicBool,
     /// Free for the owner of the slot table to use (links, ids).
@@ -237,7 +377,7 @@ impl Arena {
     /// Bytes at the start of a slot taken by the arena's own metadata.
     pub const fn metadata_bytes(slot_size: usize) -> usize {
         let granules = slot_size >> GRANULE_SHIFT;
-        align_up(align_up(size_of::<Arena>(), 64) + granules * 16, GRANULE)
+        align_up(align_up(size_of::<Arena>(), 64) + granules * 17, GRANULE)
     }
 
     /// Builds an arena in the slot `[slot_base, slot_base + slot_size)`.
@@ -283,6 +423,8 @@ impl Arena {
         let local = (slot_base + align_up(size_of::<Arena>(), 64)) as *mut u64;
         // SAFETY: `local` and `remote` lie within the metadata just committed (see metadata_bytes).
         let remote = unsafe { local.add(granules) } as *const AtomicU64;
+        // SAFETY: as above: the byte table follows the two count tables.
+        let touched = unsafe { local.add(2 * granules) } as *mut u8;
         let min_alloc = cfg.min_alloc.max(1);
         let user_max_alloc = cfg.max_alloc.max(min_alloc);
         // The fast path's bound is also the slot's room, which rules out address wrap-around.
@@ -299,7 +441,7 @@ impl Arena {
             plausible_slots: AtomicUsize::new(0),
             committed_bytes: OwnerCounter::default(),
             region_allocs: OwnerCounter::default(),
-            local_frees: OwnerCounter::default(),
+            live_local_bytes: OwnerCounter::default(),
             slot_base,
             local,
             user_min_alloc: min_alloc,
@@ -320,6 +462,29 @@ impl Arena {
             lap_progress: Cell::new(0),
             checkpoints: Default::default(),
             checkpoint_depth: Cell::new(0),
+            touched,
+            zero_from: Cell::new(data_start),
+            pending_bytes: Cell::new(0),
+            closed: Cell::new(false),
+            turned_away: Cell::new(0),
+            emptied: Cell::new(0),
+            remote_seen: Cell::new(0),
+            resident_granules: OwnerCounter::default(),
+            given_back_granules: OwnerCounter::default(),
+            closures: OwnerCounter::default(),
+            bytes_turned_away: OwnerCounter::default(),
+            alloc_clock: OwnerCounter::default(),
+            next_sweep: Cell::new(SWEEP_MIN as u64),
+            sample_countdown: Cell::new(1),
+            probe_countdown: Cell::new(1),
+            ring: [const { AtomicUsize::new(0) }; RING],
+            ring_words: [const { Cell::new(0) }; RING],
+            ring_next: Cell::new(0),
+            predicting: Cell::new(false),
+            escaping_regions: Cell::new(0),
+            clean_regions: Cell::new(0),
+            live_at_reset: Cell::new(0),
+            bytes_routed_away: OwnerCounter::default(),
             capacity_bytes: OwnerCounter::default(),
             high_water: OwnerCounter::default(),
             overflow_allocs: OwnerCounter::default(),
@@ -327,7 +492,7 @@ impl Arena {
             resizes: OwnerCounter::default(),
             remote,
             release_balance: AtomicU64::new(0),
-            remote_blocks: AtomicU64::new(0),
+            remote_bytes: AtomicU64::new(0),
             orphaned: AtomicBool::new(false),
             slot_index: AtomicUsize::new(0),
         };
@@ -412,6 +577,7 @@ impl Arena {
         // slot, which `local_by_addr` maps onto the slot's count table; owner thread only.
         unsafe { *self.local_by_addr.add(hdr >> GRANULE_SHIFT) += 1 };
         self.region_allocs.add(1);
+        self.live_local_bytes.add((size + HEADER) as u64);
         self.debug_check();
         p as *mut u8
     }
@@ -434,6 +600,7 @@ impl Arena {
             self.count_span(self.granule(p - HEADER), self.granule(p + size - 1));
         }
         self.region_allocs.add(1);
+        self.live_local_bytes.add((size + HEADER) as u64);
         self.debug_check();
     }
 
@@ -460,7 +627,10 @@ impl Arena {
             self.spilled_allocs.add(1);
             return ptr::null_mut();
         }
+        self.pending_bytes.set(size + HEADER);
+        self.look_at_remote_frees();
         let mut wrapped = false;
+        let mut purged = false;
         loop {
             let p = align_up(self.top.get() + HEADER, align);
             let end = p + size;
@@ -500,6 +670,22 @@ impl Arena {
                         return self.spill(size);
                     }
                 }
+                Err(Stop::Bound) => {
+                    // Give back what is free and try again once; if that is not enough the arena
+                    // is closed: resident memory that is free may still be found by a lap, but
+                    // growing is not allowed.
+                    if !purged && self.make_room() {
+                        purged = true;
+                        continue;
+                    }
+                    purged = true;
+                    if self.recycle && !wrapped && self.lap_is_worth_it() {
+                        self.wrap();
+                        wrapped = true;
+                    } else {
+                        return self.turn_away(size);
+                    }
+                }
             }
         }
     }
@@ -515,8 +701,12 @@ impl Arena {
             if run_end >= self.committed_end.get() {
                 break Err(Stop::Uncommitted);
             }
-            if self.live(self.granule(run_end)) != 0 {
+            let g = self.granule(run_end);
+            if self.live(g) != 0 {
                 break Err(Stop::Pinned(run_end));
+            }
+            if !self.enter_granule(g, run_end) {
+                break Err(Stop::Bound);
             }
             run_end += GRANULE;
         };
@@ -539,6 +729,7 @@ impl Arena {
         self.run_start.set(at);
         self.run_end.set(at);
         self.top.set(at);
+        self.zero_from.set(at);
         self.limit.set(at.min(self.cap_end.get()));
     }
 
@@ -635,10 +826,20 @@ impl Arena {
         let hdr = (p - HEADER) as *mut usize;
         // SAFETY: caller's obligation: the header bytes are committed memory of our slot.
         let word = unsafe { *hdr };
-        if word >> SIZE_BITS != TAG_LIVE {
+        // TAG_LIVE and TAG_SAMPLED differ in the low bit only.
+        if (word >> SIZE_BITS) | 1 != TAG_SAMPLED {
             bad_free(word >> SIZE_BITS == TAG_FREED);
         }
         (hdr, word & SIZE_MASK)
+    }
+
+    /// The sample word of a live block whose header `hdr` was validated, if it is sampled.
+    ///
+    /// # Safety
+    /// `hdr` is the validated header of a live block of this arena.
+    unsafe fn sample_of(hdr: *mut usize) -> Option<SampleWord> {
+        // SAFETY: caller's obligation; the second header word is part of the block's header.
+        unsafe { (*hdr >> SIZE_BITS == TAG_SAMPLED).then(|| SampleWord(*hdr.add(1) as u64)) }
     }
 
     /// Checks that `p` can be a block of this arena before its header is read: 16-byte aligned
@@ -708,21 +909,27 @@ impl Arena {
         // SAFETY: a validated live header; flips its tag to freed for double-free detection.
         unsafe { *(hdr as *mut usize) = word ^ (TAG_LIVE ^ TAG_FREED) << SIZE_BITS };
         // SAFETY: absolute granule number of an address in this slot; owner thread only.
-        unsafe { *self.local_by_addr.add(hdr >> GRANULE_SHIFT) -= 1 };
-        self.local_frees.add(1);
-        self.lifo_release(hdr, p + size);
+        let count = unsafe { &mut *self.local_by_addr.add(hdr >> GRANULE_SHIFT) };
+        *count -= 1;
+        let emptied = *count == 0;
+        self.live_local_bytes.sub((size + HEADER) as u64);
+        if !self.lifo_release(hdr, p + size) && emptied {
+            self.granule_emptied();
+        }
         self.debug_check();
         true
     }
 
     /// LIFO: when the block `[hdr, end)` is the most recent one of the current run, its memory
-    /// goes back to the bump pointer at once.
+    /// goes back to the bump pointer at once (returns true).
     #[inline(always)]
-    fn lifo_release(&self, hdr: usize, end: usize) {
+    fn lifo_release(&self, hdr: usize, end: usize) -> bool {
         if align_up(end, MIN_ALIGN) == self.top.get() && hdr >= self.run_start.get() {
             self.note_peak();
             self.top.set(hdr);
+            return true;
         }
+        false
     }
 
     #[cold]
@@ -734,22 +941,34 @@ impl Arena {
         }
         // SAFETY: `p` is in our slot (plausible), so its header is readable.
         let (hdr, size) = unsafe { self.header_of(p) };
+        // SAFETY: a validated header.
+        if let Some(w) = unsafe { Self::sample_of(hdr) } {
+            self.learn_from_free(p, w);
+        }
         // SAFETY: as above; marks the block freed for double-free detection.
         unsafe { *hdr = size | TAG_FREED << SIZE_BITS };
         let hdr = hdr as usize;
-        self.uncount_span(self.granule(hdr), self.granule(p + size - 1));
-        self.local_frees.add(1);
-        self.lifo_release(hdr, p + size);
+        let emptied = self.uncount_span(self.granule(hdr), self.granule(p + size - 1));
+        self.live_local_bytes.sub((size + HEADER) as u64);
+        if !self.lifo_release(hdr, p + size) && emptied > 0 {
+            self.emptied.set(self.emptied.get() + emptied - 1);
+            self.granule_emptied();
+        }
         self.debug_check();
     }
 
+    /// Takes one count off granules `first..=last`; returns how many reached zero.
     #[cold]
     #[inline(never)]
-    fn uncount_span(&self, first: usize, last: usize) {
+    fn uncount_span(&self, first: usize, last: usize) -> usize {
+        let mut emptied = 0;
         for g in first..=last {
             // SAFETY: granule of this slot; owner thread only.
-            unsafe { *self.local.add(g) -= 1 };
+            let count = unsafe { &mut *self.local.add(g) };
+            *count -= 1;
+            emptied += (*count == 0) as usize;
         }
+        emptied
     }
 
     /// Frees a block from a thread that does not own the arena. Returns `true` when this free
@@ -764,6 +983,10 @@ impl Arena {
         }
         // SAFETY: `p` is in our slot, so its header is readable.
         let (hdr, size) = unsafe { self.header_of(p) };
+        // SAFETY: a validated header.
+        if let Some(w) = unsafe { Self::sample_of(hdr) } {
+            self.learn_from_free(p, w);
+        }
         // SAFETY: validated live header; only this thread frees this block.
         unsafe { *hdr = size | TAG_FREED << SIZE_BITS };
         let first = self.granule(p - HEADER);
@@ -772,7 +995,8 @@ impl Arena {
             // SAFETY: granule of this slot. Release publishes our last use of the block.
             unsafe { (*self.remote.add(g)).fetch_add(1, Ordering::Release) };
         }
-        self.remote_blocks.fetch_add(1, Ordering::Relaxed);
+        self.remote_bytes
+            .fetch_add((size + HEADER) as u64, Ordering::Relaxed);
         let units = (last - first + 1) as u64;
         // Last access to the arena: after this add another thread may release the slot.
         let balance = self
@@ -795,14 +1019,27 @@ impl Arena {
             return false;
         }
         if new_size <= align_up(old_size, MIN_ALIGN) {
-            // Same granules, same slack: only the recorded size changes.
-            if new_size < old_size
-                && self.granule(p + new_size - 1) != self.granule(p + old_size - 1)
-            {
-                return false;
+            let (new_last, old_last) = (
+                self.granule(p + new_size - 1),
+                self.granule(p + old_size - 1),
+            );
+            if new_last != old_last {
+                // Shrinking off whole granules: they stop counting this block, so they can be
+                // reused and given back; the last block also hands its tail to the bump pointer.
+                let emptied = self.uncount_span(new_last + 1, old_last);
+                self.emptied.set(self.emptied.get() + emptied);
             }
-            // SAFETY: validated header.
-            unsafe { *hdr = new_size | TAG_LIVE << SIZE_BITS };
+            if align_up(p + old_size, MIN_ALIGN) == self.top.get()
+                && hdr as usize >= self.run_start.get()
+            {
+                self.note_peak();
+                self.top.set(align_up(p + new_size, MIN_ALIGN));
+            }
+            self.live_local_bytes.add(new_size as u64);
+            self.live_local_bytes.sub(old_size as u64);
+            // SAFETY: validated header; the tag (plain or sampled) stays.
+            unsafe { *hdr = new_size | (*hdr & !SIZE_MASK) };
+            self.debug_check();
             return true;
         }
         let is_last = align_up(p + old_size, MIN_ALIGN) == self.top.get()
@@ -820,9 +1057,11 @@ impl Arena {
         if new_last > old_last {
             self.count_span(old_last + 1, new_last);
         }
-        // SAFETY: validated header.
-        unsafe { *hdr = new_size | TAG_LIVE << SIZE_BITS };
+        self.live_local_bytes.add((new_size - old_size) as u64);
+        // SAFETY: validated header; the tag (plain or sampled) stays.
+        unsafe { *hdr = new_size | (*hdr & !SIZE_MASK) };
         self.top.set(new_top);
+        self.debug_check();
         true
     }
 
@@ -938,6 +1177,7 @@ impl Arena {
             self.run_start.set(resume);
             self.run_end.set(resume);
             self.top.set(resume);
+            self.zero_from.set(resume);
             self.limit.set(resume.min(self.cap_end.get()));
         }
         self.origin.set(resume);
@@ -945,6 +1185,9 @@ impl Arena {
         self.skipped.set(0);
         self.spill_bytes.set(0);
         self.checkpoint_depth.set(0);
+        self.predictor_region_end();
+        // Escapes may have left more resident memory than the bound allows.
+        self.look_at_bound();
         self.debug_check();
     }
 
@@ -952,7 +1195,7 @@ impl Arena {
     /// `top` when top's own granule is pinned, else the granule after the highest pinned one.
     fn resume_point(&self) -> usize {
         let top = self.top.get();
-        if top == self.data_start || self.live_blocks() == 0 {
+        if top == self.data_start || self.live_bytes() == 0 {
             return self.data_start; // nothing live anywhere: no need to look
         }
         let top_granule = self.granule(top - 1);
@@ -972,10 +1215,12 @@ impl Arena {
         }
     }
 
-    /// Blocks of this arena not freed yet (owner thread; remote frees may lower it any time).
-    fn live_blocks(&self) -> u64 {
-        let freed = self.local_frees.get() + self.remote_blocks.load(Ordering::Acquire);
-        self.region_allocs.get().wrapping_sub(freed)
+    /// Bytes of this arena's live blocks, headers included (any thread; exact on the owner
+    /// thread up to remote frees in flight, which only lower it).
+    pub fn live_bytes(&self) -> u64 {
+        self.live_local_bytes
+            .get()
+            .wrapping_sub(self.remote_bytes.load(Ordering::Acquire))
     }
 
     fn recent_peak_max(&self) -> usize {
@@ -987,44 +1232,353 @@ impl Arena {
     /// Granules pinned by escaped blocks stay committed.
     fn shrink_to(&self, new_cap_end: usize) {
         self.set_capacity_end(new_cap_end);
-        self.release_free_granules(new_cap_end);
+        let keep_lo = self.run_start.get() & !(GRANULE - 1);
+        self.give_back(new_cap_end, keep_lo, self.run_end.get());
     }
 
-    /// Discards free granules in `[from, committed_end)` and decommits the free tail.
-    fn release_free_granules(&self, from: usize) {
+    /// Gives back to the kernel every resident granule in `[from, committed_end)` that holds no
+    /// live block, except those in `[keep_lo, keep_hi)`, and decommits the free tail past the
+    /// last granule kept (never below the current run or the capacity).
+    fn give_back(&self, from: usize, keep_lo: usize, keep_hi: usize) {
         let committed_end = self.committed_end.get();
-        let mut last_live_end = from;
+        let mut last_kept_end = from;
+        let mut batch_from: Option<usize> = None;
         let mut addr = from;
-        let mut free_from = None;
         while addr < committed_end {
-            let free = self.live(self.granule(addr)) == 0;
-            match (free, free_from) {
-                (true, None) => free_from = Some(addr),
-                (false, Some(start)) => {
-                    // SAFETY: `[start, addr)` are free granules of our slot.
-                    unsafe { os::discard(start, addr - start) };
-                    free_from = None;
-                }
-                _ => {}
+            let g = self.granule(addr);
+            let keep = (keep_lo <= addr && addr < keep_hi) || self.live(g) != 0;
+            // SAFETY: granule of this slot; the touched table is owner-only, and we are the owner
+            // (or the exiting owner).
+            let touched = unsafe { &mut *self.touched.add(g) };
+            if !keep && *touched != 0 {
+                *touched = 0;
+                self.resident_granules.sub(1);
+                self.given_back_granules.add(1);
+                batch_from.get_or_insert(addr);
+            } else if let Some(start) = batch_from.take() {
+                // SAFETY: `[start, addr)` are free granules of our slot.
+                unsafe { os::discard(start, addr - start) };
             }
-            if !free {
-                last_live_end = addr + GRANULE;
+            if keep {
+                last_kept_end = addr + GRANULE;
             }
             addr += GRANULE;
         }
-        if last_live_end < committed_end {
-            // SAFETY: `[last_live_end, committed_end)` holds no live block.
-            unsafe { os::decommit(last_live_end, committed_end - last_live_end) };
-            self.set_committed_end(last_live_end);
+        if let Some(start) = batch_from {
+            // SAFETY: `[start, committed_end)` are free granules of our slot.
+            unsafe { os::discard(start, committed_end - start) };
+        }
+        let tail = last_kept_end
+            .max(self.run_end.get())
+            .max(self.cap_end.get())
+            .max(align_up(self.top.get(), GRANULE));
+        if tail < committed_end {
+            // SAFETY: `[tail, committed_end)` holds no live block and lies past the run.
+            unsafe { os::decommit(tail, committed_end - tail) };
+            self.set_committed_end(tail);
         }
     }
 
-    /// Gives back everything above the current capacity that no live block needs, and the unused
-    /// part of the current run's tail. Called by the user's trim.
+    /// Gives back every free granule outside the current run. Called by the user's trim
+    /// (`malloc_trim`, `resizealloc::trim`).
     pub fn trim(&self) {
-        let keep = align_up(self.top.get(), GRANULE).max(self.cap_end.get());
-        let keep = keep.max(self.run_end.get());
-        self.release_free_granules(keep);
+        let keep_lo = self.run_start.get() & !(GRANULE - 1);
+        self.give_back(self.data_start, keep_lo, self.run_end.get());
+        self.debug_check();
+    }
+
+    // ---------------------------------------------------------------- the memory bound
+
+    /// Capacity the bound does not count against live memory: what the resize policy planned
+    /// (markers mode), or the initial capacity (process mode, where there is no plan).
+    fn planned_bytes(&self) -> usize {
+        if self.recycle {
+            self.min_capacity
+        } else {
+            self.cap_end.get() - self.data_start
+        }
+    }
+
+    /// Resident bytes allowed with `extra` more live bytes (see footprint.rs).
+    fn allowance(&self, extra: usize) -> usize {
+        footprint::allowance(
+            self.planned_bytes(),
+            (self.live_bytes() as usize).saturating_add(extra),
+        )
+    }
+
+    fn resident(&self) -> usize {
+        self.resident_granules.get() as usize
+    }
+
+    /// The run is about to enter granule `g`, which starts at `addr` and holds no live block.
+    /// Counts it resident if it was not, when the bound allows; false when it does not.
+    #[inline]
+    fn enter_granule(&self, g: usize, addr: usize) -> bool {
+        // SAFETY: granule of this slot; owner thread only.
+        let touched = unsafe { &mut *self.touched.add(g) };
+        if *touched != 0 {
+            // Resident memory may hold old contents: not known to be zero.
+            self.zero_from.set(addr + GRANULE);
+            return true;
+        }
+        if self.closed.get()
+            || !footprint::may_enter(self.resident(), self.allowance(self.pending_bytes.get()))
+        {
+            return false;
+        }
+        *touched = 1;
+        self.resident_granules.add(1);
+        true
+    }
+
+    /// The bound stopped the run: gives back every free granule, and closes the arena when that
+    /// leaves too little headroom. True when the arena may grow again.
+    #[cold]
+    #[inline(never)]
+    fn make_room(&self) -> bool {
+        if self.closed.get() {
+            return false;
+        }
+        self.purge();
+        if footprint::stays_open(self.resident(), self.allowance(self.pending_bytes.get())) {
+            return true;
+        }
+        self.closed.set(true);
+        self.turned_away.set(0);
+        self.closures.add(1);
+        false
+    }
+
+    /// Ends the current run at the bump pointer and gives back every free granule of the arena.
+    fn purge(&self) {
+        self.note_peak();
+        self.start_run(align_up(self.top.get(), GRANULE));
+        self.give_back(self.data_start, 0, 0);
+    }
+
+    /// A request the bound kept out of the arena: the next allocator serves it.
+    #[cold]
+    fn turn_away(&self, size: usize) -> *mut u8 {
+        self.bytes_turned_away.add(size as u64);
+        let n = self.turned_away.get() + 1;
+        self.turned_away.set(n);
+        if n >= footprint::RECHECK_EVERY {
+            self.look_at_bound();
+        }
+        self.spill(size)
+    }
+
+    /// Owner frees emptied a granule (not by LIFO): after enough of them, frees may have left
+    /// more resident memory than the bound allows (a phase ended).
+    #[cold]
+    #[inline(never)]
+    fn granule_emptied(&self) {
+        let n = self.emptied.get() + 1;
+        self.emptied.set(n);
+        if n.saturating_mul(GRANULE) >= (self.resident() * GRANULE / 4).max(1 << 20) {
+            self.look_at_bound();
+        }
+    }
+
+    /// The same for frees by other threads, looked at from the owner's slow path.
+    #[inline]
+    fn look_at_remote_frees(&self) {
+        let freed = self.remote_bytes.load(Ordering::Relaxed) - self.remote_seen.get();
+        if freed as usize >= (self.resident() * GRANULE / 4).max(1 << 20) {
+            self.look_at_bound();
+        }
+    }
+
+    /// Gives back free granules when the arena holds more than its bound allows, and reopens a
+    /// closed arena once it is well within it.
+    #[cold]
+    #[inline(never)]
+    fn look_at_bound(&self) {
+        self.emptied.set(0);
+        self.turned_away.set(0);
+        self.remote_seen
+            .set(self.remote_bytes.load(Ordering::Relaxed));
+        if self.resident() * GRANULE > self.allowance(0) {
+            self.purge();
+        }
+        if self.closed.get() && footprint::may_reopen(self.resident(), self.allowance(0)) {
+            self.closed.set(false);
+        }
+    }
+
+    // ---------------------------------------------------------------- lifetime prediction
+
+    /// Allocates for `site` (the caller's return address, or 0) through the lifetime predictor:
+    /// null when the site is predicted long-lived (the next allocator serves it) or the arena
+    /// declines. Samples one allocation in `SAMPLE_EVERY`, and probes long sites.
+    ///
+    /// # Safety
+    /// As [`Arena::alloc`].
+    pub unsafe fn alloc_predicted(
+        &self,
+        size: usize,
+        align: usize,
+        site: usize,
+        zeroed: bool,
+    ) -> *mut u8 {
+        let key = lifetime::key(site, size);
+        let mut probe = false;
+        if lifetime::predicts_long(key) {
+            let n = self.probe_countdown.get();
+            if n > 1 {
+                self.probe_countdown.set(n - 1);
+                self.bytes_routed_away.add(size as u64);
+                return ptr::null_mut();
+            }
+            self.probe_countdown.set(lifetime::PROBE_EVERY);
+            probe = true;
+        }
+        // SAFETY: forwarded obligations.
+        let p = unsafe {
+            if zeroed {
+                self.alloc_zeroed(size, align)
+            } else {
+                self.alloc(size, align)
+            }
+        };
+        if p.is_null() {
+            return p;
+        }
+        self.alloc_clock.add((size + HEADER) as u64);
+        let n = self.sample_countdown.get();
+        if probe || n <= 1 {
+            if !probe {
+                self.sample_countdown.set(lifetime::SAMPLE_EVERY);
+            }
+            self.sample(p as usize, size, key, probe);
+        } else {
+            self.sample_countdown.set(n - 1);
+        }
+        p
+    }
+
+    /// Makes the fresh block `p` a sampled one: records its site and birth in its header and in
+    /// the survivor ring.
+    #[cold]
+    #[inline(never)]
+    fn sample(&self, p: usize, size: usize, key: u32, probe: bool) {
+        let i = self.ring_next.get();
+        self.ring_next.set((i + 1) % RING);
+        self.judge_ring_entry(i, true);
+        let clock = self.alloc_clock.get();
+        let w = SampleWord::new(key, Some(i), probe, clock);
+        self.ring_words[i].set(w.0);
+        self.ring[i].store(p, Ordering::Release);
+        let hdr = (p - HEADER) as *mut usize;
+        // SAFETY: `p` was just handed out by this arena: its 16-byte header is ours to write.
+        unsafe {
+            hdr.add(1).write(w.0 as usize);
+            hdr.write(size | TAG_SAMPLED << SIZE_BITS);
+        }
+        if clock >= self.next_sweep.get() {
+            self.sweep();
+        }
+    }
+
+    /// A lap of this arena: blocks that live longer pin their granules when the bump pointer
+    /// comes round again.
+    fn lap_bytes(&self) -> u64 {
+        (self.resident() * GRANULE).max(LAP_MIN) as u64
+    }
+
+    /// Long evidence from ring entry `i` if its block is still live and older than a lap; the
+    /// entry is emptied then, or whenever `evict` is set.
+    fn judge_ring_entry(&self, i: usize, evict: bool) {
+        let p = self.ring[i].load(Ordering::Acquire);
+        if p == 0 {
+            return;
+        }
+        let w = SampleWord(self.ring_words[i].get());
+        let old = w.age(self.alloc_clock.get()) > self.lap_bytes();
+        if old {
+            lifetime::learn_long(w.key());
+        }
+        if old || evict {
+            // A free racing with us clears it too; either way the entry is empty.
+            let _ = self.ring[i].compare_exchange(p, 0, Ordering::AcqRel, Ordering::Relaxed);
+        }
+    }
+
+    /// Looks at every sampled block still live: those older than a lap are long evidence.
+    fn sweep(&self) {
+        for i in 0..RING {
+            self.judge_ring_entry(i, false);
+        }
+        let next = self.alloc_clock.get() + (self.lap_bytes() / 4).max(SWEEP_MIN as u64);
+        self.next_sweep.set(next);
+    }
+
+    /// A sampled block is being freed (by any thread): its age is evidence for its site.
+    fn learn_from_free(&self, p: usize, w: SampleWord) {
+        if let Some(i) = w.ring() {
+            let _ = self.ring[i].compare_exchange(p, 0, Ordering::AcqRel, Ordering::Relaxed);
+        }
+        if w.age(self.alloc_clock.get()) > self.lap_bytes() {
+            lifetime::learn_long(w.key());
+        } else {
+            let weight = if w.probe() { lifetime::PROBE_WEIGHT } else { 1 };
+            lifetime::learn_short(w.key(), weight);
+        }
+    }
+
+    /// Markers mode: whether this arena's regions allocate through the predictor.
+    pub fn predicting(&self) -> bool {
+        self.predicting.get()
+    }
+
+    /// Region end, for the predictor: the clock jumps a lap (blocks alive now are old), the
+    /// survivors are judged, and prediction turns on once regions keep leaving blocks behind,
+    /// off after a run of regions that leave nothing.
+    fn predictor_region_end(&self) {
+        let live = self.live_bytes();
+        if live > self.live_at_reset.get() {
+            self.escaping_regions.set(self.escaping_regions.get() + 1);
+            self.clean_regions.set(0);
+        } else {
+            self.clean_regions.set(self.clean_regions.get() + 1);
+            if self.clean_regions.get() >= CLEAN_TO_STOP {
+                self.escaping_regions.set(0);
+                self.predicting.set(false);
+            }
+        }
+        self.live_at_reset.set(live);
+        if !self.recycle && self.escaping_regions.get() >= ESCAPES_TO_PREDICT {
+            self.predicting.set(true);
+        }
+        if self.predicting.get() {
+            self.alloc_clock.add(REGION_LAP);
+            self.sweep();
+        }
+    }
+
+    // ---------------------------------------------------------------- zeroed allocation
+
+    /// [`Arena::alloc`] for `calloc`/`alloc_zeroed`: clears the block unless its memory is known
+    /// to be zero (fresh from the kernel and not written since).
+    ///
+    /// # Safety
+    /// As [`Arena::alloc`].
+    pub unsafe fn alloc_zeroed(&self, size: usize, align: usize) -> *mut u8 {
+        // Every byte the current run has written lies below the highest top it reached.
+        self.note_peak();
+        let written_below = self.peak_top.get();
+        // SAFETY: forwarded obligations.
+        let p = unsafe { self.alloc(size, align) };
+        if p.is_null() {
+            return p;
+        }
+        let hdr = p as usize - HEADER;
+        if hdr < written_below || hdr < self.zero_from.get() {
+            // SAFETY: a fresh block of at least `size` bytes.
+            unsafe { ptr::write_bytes(p, 0, size) };
+        }
+        p
     }
 
     // ---------------------------------------------------------------- thread exit
@@ -1032,6 +1586,8 @@ impl Arena {
     /// The owner thread is exiting. Returns `true` when nothing is live: the caller must then
     /// release the slot. Otherwise the last remote free does (see [`Arena::free_remote`]).
     pub fn orphan(&self) -> bool {
+        // Keep only the granules surviving blocks touch.
+        self.give_back(self.data_start, 0, 0);
         let mut total = 0u64;
         let first = self.granule(self.data_start);
         let last = self.granule(self.used_end.get().max(self.data_start + GRANULE) - 1);
@@ -1065,6 +1621,12 @@ impl Arena {
             overflow_allocs: self.overflow_allocs.get(),
             spilled_allocs: self.spilled_allocs.get(),
             resizes: self.resizes.get(),
+            resident_bytes: self.resident_granules.get() * GRANULE as u64,
+            live_bytes: self.live_bytes(),
+            given_back_granules: self.given_back_granules.get(),
+            bound_closures: self.closures.get(),
+            bytes_turned_away: self.bytes_turned_away.get(),
+            bytes_routed_away: self.bytes_routed_away.get(),
         }
     }
 
@@ -1100,12 +1662,26 @@ impl Arena {
             }
             addr += GRANULE;
         }
-        for g in
-            self.granule(self.data_start)..self.granule(self.used_end.get().max(self.data_start))
-        {
-            if self.live(g) > (GRANULE / MIN_ALIGN) as u64 * 64 {
+        let mut resident = 0;
+        let run_lo = self.granule(self.run_start.get());
+        let run_hi = self.granule(self.run_end.get());
+        for g in self.granule(self.data_start)..self.granule(self.committed_end.get()) {
+            let live = self.live(g);
+            if live > (GRANULE / MIN_ALIGN) as u64 * 64 {
                 return Err("granule live count underflowed");
             }
+            // SAFETY: granule of this slot; owner thread.
+            let touched = unsafe { *self.touched.add(g) } != 0;
+            resident += touched as u64;
+            if live != 0 && !touched {
+                return Err("a live granule is not counted resident");
+            }
+            if run_lo <= g && g < run_hi && !touched {
+                return Err("a granule of the run is not counted resident");
+            }
+        }
+        if resident != self.resident_granules.get() {
+            return Err("resident granule count out of step with the table");
         }
         Ok(())
     }

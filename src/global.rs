@@ -83,19 +83,15 @@ unsafe impl<A: GlobalAlloc> GlobalAlloc for ResizeAlloc<A> {
             }
             // SAFETY: forwarded contract.
             router::Route::Next => unsafe { self.next.alloc(layout) },
-            router::Route::Check => self.alloc_slow(layout),
+            router::Route::Check | router::Route::Predict => self.alloc_slow(layout),
         }
     }
 
     #[inline(always)]
     unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
-        let size = layout.size().max(1);
-        // SAFETY: as in `alloc`.
-        let p = unsafe { router::alloc(size, layout.align()) };
+        // SAFETY: as in `alloc`. The arena clears the block unless it is known to be zero.
+        let p = unsafe { router::alloc_zeroed(layout.size().max(1), layout.align(), 0) };
         if !p.is_null() {
-            // Reused arena memory is not zero.
-            // SAFETY: `p` is a fresh block of at least `size` bytes.
-            unsafe { core::ptr::write_bytes(p, 0, size) };
             return p;
         }
         // SAFETY: forwarded contract.
@@ -121,7 +117,7 @@ unsafe impl<A: GlobalAlloc> GlobalAlloc for ResizeAlloc<A> {
             let next = &self.next;
             // SAFETY: a live arena block; new_size >= 1 after max; align from a valid Layout.
             return unsafe {
-                router::realloc_owned(ptr, new_size.max(1), layout.align(), |size, align| {
+                router::realloc_owned(ptr, new_size.max(1), layout.align(), 0, |size, align| {
                     // SAFETY: GlobalAlloc::realloc guarantees the new layout is valid.
                     next.alloc(Layout::from_size_align_unchecked(size, align))
                 })

@@ -4,7 +4,9 @@
 
 pub mod arena;
 pub mod device;
+pub mod footprint;
 mod global;
+pub mod lifetime;
 pub mod options;
 pub mod os;
 pub mod region;
@@ -15,4 +17,4 @@ pub mod stats;
 pub use arena::{GRANULE, GRANULE_SHIFT};
 pub use global::ResizeAlloc;
 pub use region::{region, region_begin, region_depth, region_end, trim, RegionError, RegionGuard};
-pub use stats::{stats, ProcessStats, Stats, ThreadStats};
+pub use stats::{stats, MemoryStats, ProcessStats, Stats, ThreadStats};

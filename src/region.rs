@@ -189,10 +189,32 @@ pub fn options_ready() -> bool {
 /// to the next allocator, without looking at the global mode.
 pub const SETTLED: *const Arena = 1 as *const Arena;
 
+/// `ThreadState::active` of a thread whose allocations go through the lifetime predictor to its
+/// arena (`ThreadState::arena`): process mode, and regions of an arena whose regions leave blocks
+/// behind (see lifetime.rs).
+pub const PREDICT: *const Arena = 2 as *const Arena;
+
 /// True when an `active` value is an arena (not null, not [`SETTLED`]).
 #[inline(always)]
 pub fn is_arena(a: *const Arena) -> bool {
-    a as usize > SETTLED as usize
+    a as usize > PREDICT as usize
+}
+
+/// The arena allocations should go to through the predictor now, or null.
+#[inline(always)]
+pub(crate) fn predicted_arena(ts: &ThreadState) -> *const Arena {
+    if ts.active.get() == PREDICT {
+        ts.arena.get()
+    } else {
+        ptr::null()
+    }
+}
+
+/// True while the thread is inside a region (explicit, or process mode) with an arena, whether
+/// or not its allocations go through the predictor.
+#[inline(always)]
+pub(crate) fn in_arena_region(ts: &ThreadState) -> bool {
+    is_arena(ts.active.get()) || ts.active.get() == PREDICT
 }
 
 /// The arena allocations should go to now, or null.
@@ -302,12 +324,12 @@ fn load_state_word<const OFFSET: usize>() -> *const Arena {
 pub(crate) fn join_process(ts: &ThreadState) -> *const Arena {
     if ts.flags.get() & JOINED != 0 {
         // Null while `outside_regions` sends the thread to the next allocator.
-        return active_arena(ts);
+        return predicted_arena(ts);
     }
     let a = ensure_arena(ts);
     if !a.is_null() {
         ts.flags.set(ts.flags.get() | JOINED);
-        ts.active.set(a);
+        ts.active.set(PREDICT);
     }
     a
 }
@@ -451,10 +473,17 @@ pub fn region_begin() {
     }
     if depth == 0 {
         let a = ensure_arena(ts);
-        ts.active.set(if a.is_null() { outside_value() } else { a });
-    } else if is_arena(ts.active.get()) {
-        // SAFETY: `active` is our own arena.
-        unsafe { (*ts.active.get()).push_checkpoint() };
+        ts.active.set(if a.is_null() {
+            outside_value()
+        // SAFETY: our own arena.
+        } else if unsafe { (*a).predicting() } {
+            PREDICT
+        } else {
+            a
+        });
+    } else if in_arena_region(ts) {
+        // SAFETY: `arena` is our own arena.
+        unsafe { (*ts.arena.get()).push_checkpoint() };
     }
 }
 
@@ -476,7 +505,7 @@ pub fn region_end() -> Result<(), RegionError> {
     let arena = unsafe { &*a };
     if ts.flags.get() & JOINED != 0 {
         arena.pop_checkpoint();
-    } else if !is_arena(ts.active.get()) {
+    } else if !in_arena_region(ts) {
         // Entered while markers were off (or no arena): nothing to undo.
     } else if depth == 1 {
         ts.active.set(outside_value());

@@ -35,15 +35,7 @@ struct SlotTable {
 static TABLE: spin::Mutex<SlotTable> = spin::Mutex::new(SlotTable {
     used: [0; MAX_SLOTS / 64],
     slots: 0,
-    retired: ArenaStats {
-        arena_capacity: 0,
-        arena_committed: 0,
-        high_water: 0,
-        region_allocs: 0,
-        overflow_allocs: 0,
-        spilled_allocs: 0,
-        resizes: 0,
-    },
+    retired: ArenaStats::ZERO,
     init_failed: false,
 });
 
@@ -170,6 +162,12 @@ fn add_stats(sum: &mut ArenaStats, s: &ArenaStats) {
     sum.overflow_allocs += s.overflow_allocs;
     sum.spilled_allocs += s.spilled_allocs;
     sum.resizes += s.resizes;
+    sum.resident_bytes += s.resident_bytes;
+    sum.live_bytes += s.live_bytes;
+    sum.given_back_granules += s.given_back_granules;
+    sum.bound_closures += s.bound_closures;
+    sum.bytes_turned_away += s.bytes_turned_away;
+    sum.bytes_routed_away += s.bytes_routed_away;
 }
 
 /// Sums of every arena, live or orphaned, plus the released ones' counters.
@@ -196,6 +194,8 @@ pub fn totals() -> (ArenaStats, ArenaStats, u64, u64) {
     retired.arena_capacity = 0;
     retired.arena_committed = 0;
     retired.high_water = 0;
+    retired.resident_bytes = 0;
+    retired.live_bytes = 0;
     (live, retired, n_live, n_orphaned)
 }
 

@@ -54,6 +54,8 @@ pub enum Route {
     Next,
     /// Not routed yet: [`alloc_slow`] looks at the mode (and settles the thread).
     Check,
+    /// Through the lifetime predictor to the thread's arena: [`alloc_predicted`].
+    Predict,
 }
 
 /// The calling thread's [`Route`].
@@ -64,8 +66,10 @@ pub fn route() -> Route {
         Route::Arena(a)
     } else if a.is_null() {
         Route::Check
-    } else {
+    } else if a == region::SETTLED {
         Route::Next
+    } else {
+        Route::Predict
     }
 }
 
@@ -74,34 +78,79 @@ pub fn route() -> Route {
 #[cold]
 #[inline(never)]
 pub fn alloc_slow(size: usize, align: usize) -> *mut u8 {
-    let a = region::active_arena(region::state());
+    alloc_slow_at(size, align, 0)
+}
+
+/// [`alloc_slow`] for a caller that knows the allocation site (the return address of `malloc`).
+#[cold]
+#[inline(never)]
+pub fn alloc_slow_at(size: usize, align: usize, site: usize) -> *mut u8 {
+    let ts = region::state();
+    let a = region::active_arena(ts);
     if !a.is_null() {
         // SAFETY: our own arena.
         return unsafe { (*a).alloc_slow(size, align.max(MIN_ALIGN)) };
     }
-    if MODE.load(Ordering::Relaxed) & MODE_ATTENTION != 0 {
-        return alloc_attention(size, align);
-    }
-    region::settle_outside();
-    ptr::null_mut()
-}
-
-/// The pass-through path when the mode is not settled yet, or in process mode for a thread that
-/// has not joined its implicit region.
-#[cold]
-#[inline(never)]
-fn alloc_attention(size: usize, align: usize) -> *mut u8 {
-    let m = region::mode();
-    if m & MODE_PROCESS == 0 || m & MODE_OFF != 0 {
-        region::settle_outside();
+    if region::predicted_arena(ts).is_null() && attention_arena().is_null() {
         return ptr::null_mut();
     }
-    let a = region::join_process(region::state());
+    alloc_predicted(size, align, site)
+}
+
+/// The [`Route::Predict`] path: the lifetime predictor decides between the thread's arena and
+/// the next allocator (null). `site` is the caller's return address, or 0 when unknown.
+#[inline(never)]
+pub fn alloc_predicted(size: usize, align: usize, site: usize) -> *mut u8 {
+    let a = region::predicted_arena(region::state());
     if a.is_null() {
         return ptr::null_mut();
     }
-    // SAFETY: our own arena; the caller's obligations hold.
-    unsafe { (*a).alloc(size, align) }
+    // SAFETY: our own arena; size >= 1 and a power-of-two align are the callers' obligations.
+    unsafe { (*a).alloc_predicted(size, align, site, false) }
+}
+
+/// Like [`alloc`], for memory that must read as zero (`calloc`, `alloc_zeroed`): the arena
+/// clears the block only when its memory is not known to be fresh from the kernel.
+///
+/// # Safety
+/// `size >= 1`; `align` is a power of two.
+#[inline]
+pub unsafe fn alloc_zeroed(size: usize, align: usize, site: usize) -> *mut u8 {
+    let ts = region::state();
+    let a = region::active_arena(ts);
+    if !a.is_null() {
+        // SAFETY: our own arena; the caller's obligations hold.
+        return unsafe { (*a).alloc_zeroed(size, align.max(MIN_ALIGN)) };
+    }
+    let mut a = region::predicted_arena(ts);
+    if a.is_null() {
+        if attention_arena().is_null() {
+            return ptr::null_mut();
+        }
+        a = region::predicted_arena(ts);
+        if a.is_null() {
+            return ptr::null_mut();
+        }
+    }
+    // SAFETY: as above.
+    unsafe { (*a).alloc_predicted(size, align.max(MIN_ALIGN), site, true) }
+}
+
+/// The arena of a thread outside explicit regions: its process-mode arena (joining on first
+/// use), or null when allocations go to the next allocator (which settles the thread).
+#[cold]
+#[inline(never)]
+fn attention_arena() -> *const Arena {
+    if MODE.load(Ordering::Relaxed) & MODE_ATTENTION == 0 {
+        region::settle_outside();
+        return ptr::null();
+    }
+    let m = region::mode();
+    if m & MODE_PROCESS == 0 || m & MODE_OFF != 0 {
+        region::settle_outside();
+        return ptr::null();
+    }
+    region::join_process(region::state())
 }
 
 /// True when `p` is an arena block (one range check).
@@ -164,7 +213,11 @@ pub unsafe fn usable_size(p: *mut u8) -> usize {
     unsafe { reservation::arena_of(p).usable_size(p) }
 }
 
-/// Reallocates the arena block `p`. `fallback_alloc(size, align)` is the next allocator.
+/// Blocks that `realloc` must move and that are at least this large leave the arena.
+pub const LARGE_REALLOC: usize = 4 << 20;
+
+/// Reallocates the arena block `p` for a caller at `site` (0 when unknown).
+/// `fallback_alloc(size, align)` is the next allocator.
 /// Returns null (and leaves `p` untouched) when no memory can be had.
 ///
 /// # Safety
@@ -173,23 +226,38 @@ pub unsafe fn realloc_owned(
     p: *mut u8,
     new_size: usize,
     align: usize,
+    site: usize,
     fallback_alloc: impl FnOnce(usize, usize) -> *mut u8,
 ) -> *mut u8 {
     // SAFETY: caller's obligation.
     let arena = unsafe { reservation::arena_of(p) };
     let ts = region::state();
     let mine = ptr::eq(region::own_arena(ts), arena);
-    let inside = !region::active_arena(ts).is_null();
-    // Grow in place only inside a region: outside, an escaped buffer should leave the arena.
-    let aligned = (p as usize).is_multiple_of(align.max(MIN_ALIGN));
-    // SAFETY: our own arena on its owner thread (checked first); `p` is live.
-    if mine && inside && aligned && unsafe { arena.try_resize_in_place(p, new_size) } {
-        return p;
-    }
+    let inside = region::in_arena_region(ts);
     // SAFETY: `p` is live.
     let old = unsafe { arena.usable_size(p) };
-    // SAFETY: caller's obligations on size and align.
-    let mut q = unsafe { alloc(new_size, align) };
+    // Shrink in place always (nothing moves, whole granules go back); grow in place only
+    // inside a region: outside, an escaped buffer should leave the arena.
+    let aligned = (p as usize).is_multiple_of(align.max(MIN_ALIGN));
+    let in_place = mine && aligned && (inside || new_size <= old);
+    // SAFETY: our own arena on its owner thread (checked first); `p` is live.
+    if in_place && unsafe { arena.try_resize_in_place(p, new_size) } {
+        return p;
+    }
+    // A large block that must move goes to the next allocator, whose own large-block path
+    // (glibc: mmap, then mremap on every later growth) moves pages instead of copying them:
+    // the block is copied once, here, and never again.
+    let mut q = if new_size >= LARGE_REALLOC {
+        ptr::null_mut()
+    } else {
+        // SAFETY: caller's obligations on size and align.
+        let q = unsafe { alloc_fast(new_size, align) };
+        if q.is_null() {
+            alloc_slow_at(new_size, align, site)
+        } else {
+            q
+        }
+    };
     if q.is_null() {
         q = fallback_alloc(new_size, align);
         if q.is_null() {

@@ -10,6 +10,11 @@
 //! | `spilled_allocs` | overflow allocations that the next allocator had to serve (arena slot full, or the kernel refused) |
 //! | `resizes` | capacity changes (growth to a peak, hysteresis shrinks) |
 //!
+//! The memory figures ([`MemoryStats`]) say how the bound of `footprint.rs` and the lifetime
+//! predictor of `lifetime.rs` are doing: resident and live bytes, the arenas' efficiency (live
+//! over resident), granules given back, bytes the bound and the predictor sent elsewhere, and
+//! sites learned.
+//!
 //! Per-thread figures come from the thread's own arena. Process figures add up every arena that
 //! is live or orphaned (a thread exited with blocks still live); the counters of arenas already
 //! released are kept in the totals, their memory is not.
@@ -55,12 +60,44 @@ pub struct ProcessStats {
     pub reserved_bytes: u64,
 }
 
-/// Both views at once.
+/// The memory bound and the lifetime predictor (see `footprint.rs`, `lifetime.rs`). Appended
+/// after the first two views so that the C struct stays a compatible prefix for older callers.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[repr(C)]
+pub struct MemoryStats {
+    /// Bytes the calling thread's arena holds resident.
+    pub thread_resident: u64,
+    /// Bytes of the calling thread's arena's live blocks (headers included).
+    pub thread_live: u64,
+    /// Bytes all arenas hold resident.
+    pub process_resident: u64,
+    /// Bytes of all arenas' live blocks.
+    pub process_live: u64,
+    /// `process_live * 1000 / process_resident` (1000 when nothing is resident).
+    pub efficiency_permille: u64,
+    /// 16 KiB granules given back to the kernel (`madvise`), all arenas, released ones included.
+    pub granules_given_back: u64,
+    /// Times an arena reached its bound and closed.
+    pub bound_closures: u64,
+    /// Bytes of requests the bound sent to the next allocator.
+    pub bytes_turned_away: u64,
+    /// Bytes of requests the lifetime predictor sent to the next allocator.
+    pub bytes_routed_away: u64,
+    /// Times an allocation site was learned long-lived.
+    pub sites_learned_long: u64,
+    /// Times a long-lived site was learned short-lived again.
+    pub sites_learned_short: u64,
+    /// Sites routed to the next allocator now.
+    pub sites_long_now: u64,
+}
+
+/// All views at once.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 #[repr(C)]
 pub struct Stats {
     pub thread: ThreadStats,
     pub process: ProcessStats,
+    pub memory: MemoryStats,
 }
 
 /// Reads the calling thread's and the process's figures. Takes the slot-table lock briefly;
@@ -98,5 +135,29 @@ pub fn stats() -> Stats {
         arenas_denied: reservation::ARENA_DENIED.load(core::sync::atomic::Ordering::Relaxed),
         reserved_bytes: reservation::reserved_bytes() as u64,
     };
-    Stats { thread, process }
+    let (learned_long, learned_short, long_now) = crate::lifetime::counts();
+    let resident = live.resident_bytes;
+    let memory = MemoryStats {
+        thread_resident: mine.resident_bytes,
+        thread_live: mine.live_bytes,
+        process_resident: resident,
+        process_live: live.live_bytes,
+        efficiency_permille: if resident == 0 {
+            1000
+        } else {
+            (live.live_bytes.min(resident) * 1000) / resident
+        },
+        granules_given_back: live.given_back_granules + retired.given_back_granules,
+        bound_closures: live.bound_closures + retired.bound_closures,
+        bytes_turned_away: live.bytes_turned_away + retired.bytes_turned_away,
+        bytes_routed_away: live.bytes_routed_away + retired.bytes_routed_away,
+        sites_learned_long: learned_long,
+        sites_learned_short: learned_short,
+        sites_long_now: long_now,
+    };
+    Stats {
+        thread,
+        process,
+        memory,
+    }
 }

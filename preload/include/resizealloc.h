@@ -45,9 +45,27 @@ struct resize_process_stats {
     uint64_t reserved_bytes;   /* address space reserved for arenas (not memory in use) */
 };
 
+/* The memory bound and the lifetime predictor. Appended last: an older struct without it
+ * (a smaller out_size) still gets the fields it knows. */
+struct resize_memory_stats {
+    uint64_t thread_resident;      /* bytes the thread's arena holds resident */
+    uint64_t thread_live;          /* bytes of its live blocks (headers included) */
+    uint64_t process_resident;     /* bytes all arenas hold resident */
+    uint64_t process_live;         /* bytes of all arenas' live blocks */
+    uint64_t efficiency_permille;  /* process_live * 1000 / process_resident (1000 if none) */
+    uint64_t granules_given_back;  /* 16 KiB granules given back to the kernel (madvise) */
+    uint64_t bound_closures;       /* times an arena reached its memory bound and closed */
+    uint64_t bytes_turned_away;    /* bytes the bound sent to the next allocator */
+    uint64_t bytes_routed_away;    /* bytes the lifetime predictor sent to the next allocator */
+    uint64_t sites_learned_long;   /* times an allocation site was learned long-lived */
+    uint64_t sites_learned_short;  /* times a long-lived site was learned short-lived again */
+    uint64_t sites_long_now;       /* sites routed to the next allocator now */
+};
+
 struct resize_stats {
     struct resize_thread_stats thread;
     struct resize_process_stats process;
+    struct resize_memory_stats memory;
 };
 
 /* Enters a region on the calling thread. Regions nest. */

@@ -28,9 +28,45 @@ fn arena_alloc(size: usize, align: usize) -> *mut c_void {
     unsafe { router::alloc(size.max(1), align) as *mut c_void }
 }
 
-/// `malloc(3)`. The inlined fast path calls nothing; everything else is one cold call.
-#[no_mangle]
-pub extern "C" fn malloc(size: usize) -> *mut c_void {
+// The allocation site for the lifetime predictor (lifetime.rs) is the return address of the
+// program's call: `malloc`, `calloc` and `realloc` are naked stubs that load it from the stack
+// into the next argument register and jump to the real entry point (two instructions).
+#[cfg(target_arch = "x86_64")]
+macro_rules! with_site {
+    ($(#[$doc:meta])* fn $name:ident($($arg:ident: $ty:ty),*) => $imp:ident, $reg:literal) => {
+        $(#[$doc])*
+        ///
+        /// # Safety
+        /// As the C function.
+        #[unsafe(naked)]
+        #[no_mangle]
+        pub unsafe extern "C" fn $name($($arg: $ty),*) -> *mut c_void {
+            core::arch::naked_asm!(
+                concat!("mov ", $reg, ", qword ptr [rsp]"),
+                "jmp {imp}",
+                imp = sym $imp,
+            )
+        }
+    };
+}
+#[cfg(not(target_arch = "x86_64"))]
+macro_rules! with_site {
+    ($(#[$doc:meta])* fn $name:ident($($arg:ident: $ty:ty),*) => $imp:ident, $reg:literal) => {
+        $(#[$doc])*
+        #[no_mangle]
+        pub extern "C" fn $name($($arg: $ty),*) -> *mut c_void {
+            $imp($($arg,)* 0)
+        }
+    };
+}
+
+with_site! {
+    /// `malloc(3)`. The inlined fast path calls nothing; everything else is one call.
+    fn malloc(size: usize) => malloc_at, "rsi"
+}
+
+/// `malloc` for a caller at `site`.
+extern "C" fn malloc_at(size: usize, site: usize) -> *mut c_void {
     match router::route() {
         router::Route::Arena(a) => {
             // SAFETY: the thread's own active arena; size >= 1; MIN_ALIGN is a power of two.
@@ -38,17 +74,28 @@ pub extern "C" fn malloc(size: usize) -> *mut c_void {
             if !p.is_null() {
                 return p as *mut c_void;
             }
-            malloc_slow(size)
+            malloc_slow(size, site)
         }
         router::Route::Next => real::malloc(size),
-        router::Route::Check => malloc_slow(size),
+        router::Route::Check => malloc_slow(size, site),
+        router::Route::Predict => malloc_predicted(size, site),
     }
 }
 
 #[cold]
 #[inline(never)]
-fn malloc_slow(size: usize) -> *mut c_void {
-    let p = router::alloc_slow(size.max(1), MIN_ALIGN);
+fn malloc_slow(size: usize, site: usize) -> *mut c_void {
+    let p = router::alloc_slow_at(size.max(1), MIN_ALIGN, site);
+    if !p.is_null() {
+        return p as *mut c_void;
+    }
+    real::malloc(size)
+}
+
+/// Process mode (and regions that leave blocks behind): the predictor picks the side.
+#[inline(never)]
+fn malloc_predicted(size: usize, site: usize) -> *mut c_void {
+    let p = router::alloc_predicted(size.max(1), MIN_ALIGN, site);
     if !p.is_null() {
         return p as *mut c_void;
     }
@@ -90,28 +137,33 @@ pub extern "C" fn cfree(p: *mut c_void) {
     free(p)
 }
 
-/// `calloc(3)`: `n * size` overflow gives NULL with `ENOMEM`.
-#[no_mangle]
-pub extern "C" fn calloc(n: usize, size: usize) -> *mut c_void {
+with_site! {
+    /// `calloc(3)`: `n * size` overflow gives NULL with `ENOMEM`.
+    fn calloc(n: usize, size: usize) => calloc_at, "rdx"
+}
+
+extern "C" fn calloc_at(n: usize, size: usize, site: usize) -> *mut c_void {
     let Some(total) = n.checked_mul(size) else {
         set_errno(libc::ENOMEM);
         return ptr::null_mut();
     };
-    let p = arena_alloc(total, MIN_ALIGN);
+    // SAFETY: size at least 1, MIN_ALIGN a power of two. The arena clears the block unless its
+    // memory is known to be fresh from the kernel.
+    let p = unsafe { router::alloc_zeroed(total.max(1), MIN_ALIGN, site) };
     if !p.is_null() {
-        // Arena memory is reused, so it is not zero.
-        // SAFETY: a fresh block of at least `total` bytes.
-        unsafe { ptr::write_bytes(p as *mut u8, 0, total) };
-        return p;
+        return p as *mut c_void;
     }
     real::calloc(n, size)
 }
 
-/// `realloc(3)`.
-#[no_mangle]
-pub extern "C" fn realloc(p: *mut c_void, size: usize) -> *mut c_void {
+with_site! {
+    /// `realloc(3)`.
+    fn realloc(p: *mut c_void, size: usize) => realloc_at, "rdx"
+}
+
+extern "C" fn realloc_at(p: *mut c_void, size: usize, site: usize) -> *mut c_void {
     if p.is_null() {
-        return malloc(size);
+        return malloc_at(size, site);
     }
     if size == 0 {
         free(p);
@@ -120,7 +172,7 @@ pub extern "C" fn realloc(p: *mut c_void, size: usize) -> *mut c_void {
     if router::owns(p as *mut u8) {
         // SAFETY: a live arena block; size >= 1; MIN_ALIGN is a power of two.
         let q = unsafe {
-            router::realloc_owned(p as *mut u8, size, MIN_ALIGN, |s, _| {
+            router::realloc_owned(p as *mut u8, size, MIN_ALIGN, site, |s, _| {
                 real::malloc(s) as *mut u8
             })
         };
@@ -130,7 +182,7 @@ pub extern "C" fn realloc(p: *mut c_void, size: usize) -> *mut c_void {
         return q as *mut c_void;
     }
     if real::is_boot(p) {
-        let q = malloc(size);
+        let q = malloc_at(size, site);
         if !q.is_null() {
             // SAFETY: both blocks are live and at least `min(old, size)` long.
             unsafe {
@@ -146,7 +198,7 @@ pub extern "C" fn realloc(p: *mut c_void, size: usize) -> *mut c_void {
 #[no_mangle]
 pub extern "C" fn reallocarray(p: *mut c_void, n: usize, size: usize) -> *mut c_void {
     match n.checked_mul(size) {
-        Some(total) => realloc(p, total),
+        Some(total) => realloc_at(p, total, 0),
         None => {
             set_errno(libc::ENOMEM);
             ptr::null_mut()

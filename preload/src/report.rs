@@ -94,6 +94,29 @@ pub fn stats_summary() {
         .text(", last peaks ")
         .bytes(p.high_water)
         .print();
+    let m = s.memory;
+    Line::new()
+        .text("resizealloc: memory: resident ")
+        .bytes(m.process_resident)
+        .text(", live ")
+        .bytes(m.process_live)
+        .text(" (efficiency ")
+        .num(m.efficiency_permille / 10)
+        .text("%), ")
+        .num(m.granules_given_back)
+        .text(" granules given back, ")
+        .num(m.bound_closures)
+        .text(" bound closures, turned away ")
+        .bytes(m.bytes_turned_away)
+        .text(", routed away ")
+        .bytes(m.bytes_routed_away)
+        .text("; sites learned long ")
+        .num(m.sites_learned_long)
+        .text(", short again ")
+        .num(m.sites_learned_short)
+        .text(", long now ")
+        .num(m.sites_long_now)
+        .print();
     #[cfg(target_arch = "x86_64")]
     {
         let (d, pools) = crate::cuda::stats_total();

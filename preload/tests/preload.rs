@@ -228,16 +228,28 @@ lib.resize_region_end.restype = ctypes.c_int
 lib.resize_region_depth.restype = ctypes.c_int
 lib.resize_version.restype = ctypes.c_char_p
 
+OLD = ("t_capacity", "t_committed", "t_high_water", "t_region_allocs", "t_overflow", "t_spilled", "t_resizes", "t_depth",
+       "p_capacity", "p_committed", "p_high_water", "p_region_allocs", "p_overflow", "p_spilled", "p_resizes",
+       "p_live", "p_orphaned", "p_denied", "p_reserved")
+MEMORY = ("m_t_resident", "m_t_live", "m_p_resident", "m_p_live", "m_efficiency", "m_given_back",
+          "m_closures", "m_turned_away", "m_routed_away", "m_long", "m_short", "m_long_now")
+
+class OldStats(ctypes.Structure):
+    _fields_ = [(n, ctypes.c_uint64) for n in OLD]
+
 class Stats(ctypes.Structure):
-    _fields_ = [(n, ctypes.c_uint64) for n in (
-        "t_capacity", "t_committed", "t_high_water", "t_region_allocs", "t_overflow", "t_spilled", "t_resizes", "t_depth",
-        "p_capacity", "p_committed", "p_high_water", "p_region_allocs", "p_overflow", "p_spilled", "p_resizes",
-        "p_live", "p_orphaned", "p_denied", "p_reserved")]
+    _fields_ = [(n, ctypes.c_uint64) for n in OLD + MEMORY]
 
 def stats():
     s = Stats()
     n = lib.resize_stats_get(ctypes.byref(s), ctypes.sizeof(s))
     assert n == ctypes.sizeof(s), (n, ctypes.sizeof(s))
+    # An older caller's smaller struct gets the same prefix, and nothing past it is written.
+    guard = (ctypes.c_uint64 * (len(OLD) + 1))()
+    guard[len(OLD)] = 0xDEADBEEF
+    assert lib.resize_stats_get(ctypes.byref(guard), ctypes.sizeof(OldStats)) == n
+    assert guard[len(OLD)] == 0xDEADBEEF
+    assert guard[0] == s.t_capacity and guard[len(OLD) - 1] == s.p_reserved
     return s
 
 assert lib.resize_region_end() == -1
@@ -252,6 +264,7 @@ for step in range(200):
 s = stats()
 assert s.t_region_allocs >= before + 200, (before, s.t_region_allocs)
 assert s.t_high_water >= 1 << 20 and s.t_capacity >= s.t_high_water
+assert s.m_t_resident >= 1 << 20 and s.m_efficiency <= 1000, (s.m_t_resident, s.m_efficiency)
 print("all ok", lib.resize_version().decode())
 "#,
     )

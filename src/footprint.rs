@@ -1,0 +1,87 @@
+//! The memory bound: how much resident memory an arena may hold for the blocks it keeps alive.
+//!
+//! A bump arena reuses memory a granule at a time, so one survivor pins 16 KiB. Left alone,
+//! long-tailed lifetimes (a cached result per region, a long-lived table built between
+//! temporaries, random-lifetime slots) make almost every granule hold one survivor, and the arena
+//! grows without bound. The bound below holds whatever the lifetimes:
+//!
+//! ```text
+//! resident ≤ planned + FACTOR × live + SLACK
+//! ```
+//!
+//! * `resident`: granules the bump pointer has entered since they were last given back to the
+//!   kernel (the arena's share of RSS; it keeps an exact count, see `Arena::touched`);
+//! * `planned`: the capacity the resize policy planned for the next region (markers mode: the
+//!   region's peak, Bumper.jl's contract; process mode: the small initial capacity only);
+//! * `live`: the bytes of the arena's live blocks, headers included;
+//! * `FACTOR` = 2 and `SLACK` = 4 MiB per arena.
+//!
+//! The arena enforces it where resident memory grows: before its bump pointer enters a granule
+//! that is not resident. Over the bound it first gives back every free granule (`purge`); if that
+//! is not enough, the arena *closes*: it keeps serving from memory it already holds, and every
+//! request that would need more goes to the next allocator, until frees bring it back under
+//! three quarters of the allowance. A closed arena costs speed, never memory or correctness.
+//!
+//! The same allowance decides when freed memory goes back: when frees leave more resident memory
+//! than the allowance (a big phase is over), the free granules are discarded at once.
+
+use crate::arena::GRANULE;
+
+/// Resident bytes allowed per live byte, above the plan.
+pub const FACTOR: usize = 2;
+/// Resident bytes every arena may hold whatever is live (per arena).
+pub const SLACK: usize = 4 << 20;
+
+/// How many resident bytes an arena may hold with `live` live bytes and `planned` bytes of
+/// planned capacity.
+#[inline]
+pub fn allowance(planned: usize, live: usize) -> usize {
+    planned
+        .saturating_add(live.saturating_mul(FACTOR))
+        .saturating_add(SLACK)
+}
+
+/// True when one more granule keeps the arena within `allowance`.
+#[inline]
+pub fn may_enter(resident_granules: usize, allowance: usize) -> bool {
+    (resident_granules + 1).saturating_mul(GRANULE) <= allowance
+}
+
+/// After a purge the arena stays open only with this much headroom (7/8 of the allowance), so
+/// that the next purge is at least an eighth of the allowance of growth away: purges stay
+/// amortised O(1) per granule entered.
+#[inline]
+pub fn stays_open(resident_granules: usize, allowance: usize) -> bool {
+    resident_granules.saturating_mul(GRANULE) <= allowance / 8 * 7
+}
+
+/// A closed arena reopens once frees have brought it under 3/4 of its allowance.
+#[inline]
+pub fn may_reopen(resident_granules: usize, allowance: usize) -> bool {
+    resident_granules.saturating_mul(GRANULE) <= allowance / 4 * 3
+}
+
+/// Closed arenas look again after this many requests they turned away (each look is a scan of
+/// the arena's granules).
+pub const RECHECK_EVERY: u32 = 64;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn allowance_is_plan_plus_factor_times_live_plus_slack() {
+        assert_eq!(allowance(0, 0), SLACK);
+        assert_eq!(allowance(GRANULE, 100), GRANULE + 200 + SLACK);
+        assert_eq!(allowance(usize::MAX, 1), usize::MAX);
+    }
+
+    #[test]
+    fn thresholds_nest() {
+        let a = allowance(0, 1 << 20);
+        let g = a / GRANULE;
+        assert!(may_enter(g - 1, a) && !may_enter(g, a));
+        assert!(stays_open(g * 7 / 8 - 1, a) && !stays_open(g, a));
+        assert!(may_reopen(g * 3 / 4 - 1, a) && !may_reopen(g * 7 / 8, a));
+    }
+}
