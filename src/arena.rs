@@ -75,8 +75,10 @@ const CLOCK_SHIFT: u32 = 12;
 const REGION_LAP: u64 = 1 << 36;
 /// Survivor sweeps run at most once per this many bytes allocated (and at region ends).
 const SWEEP_MIN: usize = 256 << 10;
-/// The shortest lap: blocks freed within this many bytes of allocation are short-lived.
-const LAP_MIN: usize = 1 << 20;
+/// The lap of the predictor: blocks that die within this many bytes of later allocation are
+/// short-lived. Fixed, not the arena's size: an arena that grew to hold long-lived blocks would
+/// otherwise make them look short-lived (a circle seen on a server simulation).
+const LAP: u64 = 1 << 20;
 /// Regions in a row that leave escapes behind before an arena predicts for its regions, and
 /// regions in a row that leave nothing before it stops.
 const ESCAPES_TO_PREDICT: u32 = 4;
@@ -314,6 +316,8 @@ pub struct Arena {
     emptied: Cell<usize>,
     /// `remote_bytes` when the owner last looked at the bound.
     remote_seen: Cell<u64>,
+    /// `alloc_clock` at the last purge that `make_room` did (0: none yet).
+    last_purge_clock: Cell<u64>,
     resident_granules: OwnerCounter,
     given_back_granules: OwnerCounter,
     closures: OwnerCounter,
@@ -407,11 +411,15 @@ impl Arena {
         if !unsafe { os::commit(slot_base, meta) } {
             return None;
         }
-        // Large arenas touch many pages per region: ask for transparent huge pages where the
-        // kernel has them in `madvise` mode (fewer TLB misses and page faults). Only 2 MiB
-        // stretches that are fully committed ever get one, so small arenas are unaffected.
-        // SAFETY: the data range is ours (obligation 1); the advice changes no contents.
-        unsafe { os::advise_huge_pages(data_start, slot_end - data_start) };
+        // Large region arenas touch many pages per region: ask for transparent huge pages where
+        // the kernel has them in `madvise` mode (fewer TLB misses and page faults). Process-mode
+        // arenas do not: they give granules back as they go, and a huge page makes one touched
+        // byte cost 2 MiB of zeroing and of RSS (measured: a 500 MB allocation phase ran 4x
+        // slower with the advice).
+        if !cfg.recycle {
+            // SAFETY: the data range is ours (obligation 1); the advice changes no contents.
+            unsafe { os::advise_huge_pages(data_start, slot_end - data_start) };
+        }
         // SAFETY: as above. If committing the first capacity fails, start with none: the first
         // allocation then commits what it needs or spills.
         let committed = if unsafe { os::commit(data_start, capacity) } {
@@ -469,6 +477,7 @@ impl Arena {
             turned_away: Cell::new(0),
             emptied: Cell::new(0),
             remote_seen: Cell::new(0),
+            last_purge_clock: Cell::new(0),
             resident_granules: OwnerCounter::default(),
             given_back_granules: OwnerCounter::default(),
             closures: OwnerCounter::default(),
@@ -671,17 +680,14 @@ impl Arena {
                     }
                 }
                 Err(Stop::Bound) => {
-                    // Give back what is free and try again once; if that is not enough the arena
-                    // is closed: resident memory that is free may still be found by a lap, but
-                    // growing is not allowed.
-                    if !purged && self.make_room() {
-                        purged = true;
-                        continue;
-                    }
-                    purged = true;
+                    // Growing is not allowed. Process mode first looks for free resident memory
+                    // with a lap; then the arena gives back what is free and tries once more;
+                    // if that is not enough it is closed.
                     if self.recycle && !wrapped && self.lap_is_worth_it() {
                         self.wrap();
                         wrapped = true;
+                    } else if !purged && self.make_room() {
+                        purged = true;
                     } else {
                         return self.turn_away(size);
                     }
@@ -745,7 +751,8 @@ impl Arena {
     /// otherwise growing is cheaper than scanning a full arena for crumbs.
     fn lap_is_worth_it(&self) -> bool {
         let committed = self.committed_end.get() - self.data_start;
-        self.lap_progress.get() + (self.run_end.get() - self.run_start.get()) >= committed / 4
+        let span = committed.min(self.resident() * GRANULE);
+        self.lap_progress.get() + (self.run_end.get() - self.run_start.get()) >= span / 4
     }
 
     /// Commits memory so that at least `need_end` is accessible. Returns false when the slot is
@@ -1172,6 +1179,10 @@ impl Arena {
                 .max(align_up(resume, GRANULE));
             self.run_end.set(run_end);
             self.limit.set(run_end.min(self.cap_end.get()));
+            // The highest top of the run is forgotten below: what lies under it may have been
+            // written, so it is not known to be zero any more.
+            self.zero_from
+                .set(self.zero_from.get().max(self.peak_top.get()));
         } else {
             self.run_id.set(self.run_id.get() + 1);
             self.run_start.set(resume);
@@ -1270,12 +1281,16 @@ impl Arena {
         }
         let tail = last_kept_end
             .max(self.run_end.get())
-            .max(self.cap_end.get())
+            .max(self.data_start + self.planned_bytes())
             .max(align_up(self.top.get(), GRANULE));
         if tail < committed_end {
             // SAFETY: `[tail, committed_end)` holds no live block and lies past the run.
             unsafe { os::decommit(tail, committed_end - tail) };
             self.set_committed_end(tail);
+            if self.cap_end.get() > tail {
+                // Process mode, whose capacity follows what is committed.
+                self.set_capacity_end(tail);
+            }
         }
     }
 
@@ -1340,9 +1355,13 @@ impl Arena {
         if self.closed.get() {
             return false;
         }
-        self.purge();
-        if footprint::stays_open(self.resident(), self.allowance(self.pending_bytes.get())) {
-            return true;
+        // A purge costs a scan, and page faults when the memory it gives back is used again:
+        // at most one per `PURGE_SPACING` allowances of allocation, closing in between.
+        if self.purge_due() {
+            self.purge();
+            if footprint::stays_open(self.resident(), self.allowance(self.pending_bytes.get())) {
+                return true;
+            }
         }
         self.closed.set(true);
         self.turned_away.set(0);
@@ -1350,10 +1369,30 @@ impl Arena {
         false
     }
 
-    /// Ends the current run at the bump pointer and gives back every free granule of the arena.
+    /// True (and the purge clock restarted) when a purge to make room is not too soon after the
+    /// last one: a purge costs a scan, and page faults when the memory it gives back is used
+    /// again, so there is at most one per `PURGE_SPACING` allowances of allocation.
+    fn purge_due(&self) -> bool {
+        let clock = self.alloc_clock.get();
+        let last = self.last_purge_clock.get();
+        let spacing = (self.allowance(0) as u64).saturating_mul(footprint::PURGE_SPACING);
+        if last != 0 && clock.wrapping_sub(last) < spacing {
+            return false;
+        }
+        self.last_purge_clock.set(clock.max(1));
+        true
+    }
+
+    /// Ends the current run and gives back every free granule of the arena. Process mode goes
+    /// back to the start of the arena as well, so that the memory it then keeps resident packs
+    /// at the low end, where its laps begin.
     fn purge(&self) {
         self.note_peak();
-        self.start_run(align_up(self.top.get(), GRANULE));
+        if self.recycle {
+            self.wrap();
+        } else {
+            self.start_run(align_up(self.top.get(), GRANULE));
+        }
         self.give_back(self.data_start, 0, 0);
     }
 
@@ -1401,6 +1440,9 @@ impl Arena {
             .set(self.remote_bytes.load(Ordering::Relaxed));
         if self.resident() * GRANULE > self.allowance(0) {
             self.purge();
+        } else if self.closed.get() && self.purge_due() {
+            // Free granules count against a closed arena until they are given back.
+            self.purge();
         }
         if self.closed.get() && footprint::may_reopen(self.resident(), self.allowance(0)) {
             self.closed.set(false);
@@ -1423,6 +1465,9 @@ impl Arena {
         zeroed: bool,
     ) -> *mut u8 {
         let key = lifetime::key(site, size);
+        // The clock counts every request, wherever it goes: ages are in bytes the program
+        // allocated, not bytes the arena served.
+        self.alloc_clock.add((size + HEADER) as u64);
         let mut probe = false;
         if lifetime::predicts_long(key) {
             let n = self.probe_countdown.get();
@@ -1445,7 +1490,6 @@ impl Arena {
         if p.is_null() {
             return p;
         }
-        self.alloc_clock.add((size + HEADER) as u64);
         let n = self.sample_countdown.get();
         if probe || n <= 1 {
             if !probe {
@@ -1465,11 +1509,16 @@ impl Arena {
     fn sample(&self, p: usize, size: usize, key: u32, probe: bool) {
         let i = self.ring_next.get();
         self.ring_next.set((i + 1) % RING);
-        self.judge_ring_entry(i, true);
+        // An entry whose block is still live and young stays: it is the evidence the sweep
+        // waits for. This sample then only records itself in its header.
+        self.judge_ring_entry(i);
+        let slot = (self.ring[i].load(Ordering::Acquire) == 0).then_some(i);
         let clock = self.alloc_clock.get();
-        let w = SampleWord::new(key, Some(i), probe, clock);
-        self.ring_words[i].set(w.0);
-        self.ring[i].store(p, Ordering::Release);
+        let w = SampleWord::new(key, slot, probe, clock);
+        if slot.is_some() {
+            self.ring_words[i].set(w.0);
+            self.ring[i].store(p, Ordering::Release);
+        }
         let hdr = (p - HEADER) as *mut usize;
         // SAFETY: `p` was just handed out by this arena: its 16-byte header is ours to write.
         unsafe {
@@ -1484,12 +1533,12 @@ impl Arena {
     /// A lap of this arena: blocks that live longer pin their granules when the bump pointer
     /// comes round again.
     fn lap_bytes(&self) -> u64 {
-        (self.resident() * GRANULE).max(LAP_MIN) as u64
+        LAP
     }
 
     /// Long evidence from ring entry `i` if its block is still live and older than a lap; the
-    /// entry is emptied then, or whenever `evict` is set.
-    fn judge_ring_entry(&self, i: usize, evict: bool) {
+    /// entry is emptied then.
+    fn judge_ring_entry(&self, i: usize) {
         let p = self.ring[i].load(Ordering::Acquire);
         if p == 0 {
             return;
@@ -1499,7 +1548,7 @@ impl Arena {
         if old {
             lifetime::learn_long(w.key());
         }
-        if old || evict {
+        if old {
             // A free racing with us clears it too; either way the entry is empty.
             let _ = self.ring[i].compare_exchange(p, 0, Ordering::AcqRel, Ordering::Relaxed);
         }
@@ -1508,7 +1557,7 @@ impl Arena {
     /// Looks at every sampled block still live: those older than a lap are long evidence.
     fn sweep(&self) {
         for i in 0..RING {
-            self.judge_ring_entry(i, false);
+            self.judge_ring_entry(i);
         }
         let next = self.alloc_clock.get() + (self.lap_bytes() / 4).max(SWEEP_MIN as u64);
         self.next_sweep.set(next);
@@ -1559,24 +1608,34 @@ impl Arena {
 
     // ---------------------------------------------------------------- zeroed allocation
 
-    /// [`Arena::alloc`] for `calloc`/`alloc_zeroed`: clears the block unless its memory is known
-    /// to be zero (fresh from the kernel and not written since).
+    /// [`Arena::alloc`] for `calloc`/`alloc_zeroed`: clears the part of the block whose memory is
+    /// not known to be zero (fresh from the kernel and not written since).
     ///
     /// # Safety
     /// As [`Arena::alloc`].
     pub unsafe fn alloc_zeroed(&self, size: usize, align: usize) -> *mut u8 {
-        // Every byte the current run has written lies below the highest top it reached.
+        // Every byte the current run has written lies below the highest top it reached; a run
+        // started for this block has written nothing yet (what earlier runs wrote there is
+        // covered by `zero_from`).
         self.note_peak();
-        let written_below = self.peak_top.get();
+        let written_below = self.peak_top.get().max(self.top.get());
+        let run = self.run_id.get();
         // SAFETY: forwarded obligations.
         let p = unsafe { self.alloc(size, align) };
         if p.is_null() {
             return p;
         }
-        let hdr = p as usize - HEADER;
-        if hdr < written_below || hdr < self.zero_from.get() {
-            // SAFETY: a fresh block of at least `size` bytes.
-            unsafe { ptr::write_bytes(p, 0, size) };
+        let written_below = if self.run_id.get() == run {
+            written_below
+        } else {
+            0
+        };
+        // Only the part below both marks may hold old contents.
+        let clean_from = written_below.max(self.zero_from.get());
+        let dirty = clean_from.saturating_sub(p as usize).min(size);
+        if dirty > 0 {
+            // SAFETY: the first `dirty` bytes of a fresh block of at least `size` bytes.
+            unsafe { ptr::write_bytes(p, 0, dirty) };
         }
         p
     }

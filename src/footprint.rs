@@ -6,7 +6,7 @@
 //! grows without bound. The bound below holds whatever the lifetimes:
 //!
 //! ```text
-//! resident ≤ planned + FACTOR × live + SLACK
+//! resident ≤ planned + 5/4 × live + SLACK
 //! ```
 //!
 //! * `resident`: granules the bump pointer has entered since they were last given back to the
@@ -14,21 +14,24 @@
 //! * `planned`: the capacity the resize policy planned for the next region (markers mode: the
 //!   region's peak, Bumper.jl's contract; process mode: the small initial capacity only);
 //! * `live`: the bytes of the arena's live blocks, headers included;
-//! * `FACTOR` = 2 and `SLACK` = 4 MiB per arena.
+//! * `FACTOR` = 5/4 and `SLACK` = 4 MiB per arena: at most a quarter more than the live bytes,
+//!   about the fragmentation a size-class allocator such as glibc's carries.
 //!
 //! The arena enforces it where resident memory grows: before its bump pointer enters a granule
-//! that is not resident. Over the bound it first gives back every free granule (`purge`); if that
-//! is not enough, the arena *closes*: it keeps serving from memory it already holds, and every
+//! that is not resident. Over the bound it first gives back every free granule (`purge`, at most
+//! once per [`PURGE_SPACING`] allowances of allocation); if that leaves less than an eighth of the
+//! allowance free, the arena *closes*: it keeps serving from memory it already holds, and every
 //! request that would need more goes to the next allocator, until frees bring it back under
-//! three quarters of the allowance. A closed arena costs speed, never memory or correctness.
+//! 7/8 of the allowance. A closed arena costs speed, never memory or correctness.
 //!
 //! The same allowance decides when freed memory goes back: when frees leave more resident memory
 //! than the allowance (a big phase is over), the free granules are discarded at once.
 
 use crate::arena::GRANULE;
 
-/// Resident bytes allowed per live byte, above the plan.
-pub const FACTOR: usize = 2;
+/// Resident bytes allowed per live byte, above the plan: `FACTOR_NUM / FACTOR_DEN` = 5/4.
+pub const FACTOR_NUM: usize = 5;
+pub const FACTOR_DEN: usize = 4;
 /// Resident bytes every arena may hold whatever is live (per arena).
 pub const SLACK: usize = 4 << 20;
 
@@ -37,7 +40,7 @@ pub const SLACK: usize = 4 << 20;
 #[inline]
 pub fn allowance(planned: usize, live: usize) -> usize {
     planned
-        .saturating_add(live.saturating_mul(FACTOR))
+        .saturating_add(live.saturating_mul(FACTOR_NUM) / FACTOR_DEN)
         .saturating_add(SLACK)
 }
 
@@ -47,19 +50,24 @@ pub fn may_enter(resident_granules: usize, allowance: usize) -> bool {
     (resident_granules + 1).saturating_mul(GRANULE) <= allowance
 }
 
-/// After a purge the arena stays open only with this much headroom (7/8 of the allowance), so
-/// that the next purge is at least an eighth of the allowance of growth away: purges stay
-/// amortised O(1) per granule entered.
+/// After a purge the arena stays open only with an eighth of its allowance free, so that the
+/// next stop is some growth away (purges are also spaced by [`PURGE_SPACING`]). Memory pinned
+/// by long-lived blocks counts; the room left still serves a ring of short-lived ones.
 #[inline]
 pub fn stays_open(resident_granules: usize, allowance: usize) -> bool {
     resident_granules.saturating_mul(GRANULE) <= allowance / 8 * 7
 }
 
-/// A closed arena reopens once frees have brought it under 3/4 of its allowance.
+/// A closed arena reopens under the same headroom.
 #[inline]
 pub fn may_reopen(resident_granules: usize, allowance: usize) -> bool {
-    resident_granules.saturating_mul(GRANULE) <= allowance / 4 * 3
+    stays_open(resident_granules, allowance)
 }
+
+/// Growth stops purge at most once per this many allowances of allocation; in between, a stop
+/// closes the arena. Purging costs a scan and, when the memory is used again, page faults: this
+/// keeps both amortised below one fault per `PURGE_SPACING` bytes allocated per byte given back.
+pub const PURGE_SPACING: u64 = 4;
 
 /// Closed arenas look again after this many requests they turned away (each look is a scan of
 /// the arena's granules).
@@ -72,7 +80,7 @@ mod tests {
     #[test]
     fn allowance_is_plan_plus_factor_times_live_plus_slack() {
         assert_eq!(allowance(0, 0), SLACK);
-        assert_eq!(allowance(GRANULE, 100), GRANULE + 200 + SLACK);
+        assert_eq!(allowance(GRANULE, 100), GRANULE + 125 + SLACK);
         assert_eq!(allowance(usize::MAX, 1), usize::MAX);
     }
 
@@ -81,7 +89,7 @@ mod tests {
         let a = allowance(0, 1 << 20);
         let g = a / GRANULE;
         assert!(may_enter(g - 1, a) && !may_enter(g, a));
-        assert!(stays_open(g * 7 / 8 - 1, a) && !stays_open(g, a));
-        assert!(may_reopen(g * 3 / 4 - 1, a) && !may_reopen(g * 7 / 8, a));
+        assert!(stays_open(g * 7 / 8 - 1, a) && !stays_open(g * 7 / 8 + 1, a));
+        assert!(may_reopen(g * 7 / 8 - 1, a) && !may_reopen(g, a));
     }
 }

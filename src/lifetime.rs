@@ -42,7 +42,7 @@ pub const MAX: u8 = 255;
 /// One allocation in this many is sampled.
 pub const SAMPLE_EVERY: u32 = 8;
 /// A site routed away sends one allocation in this many to the arena as a probe.
-pub const PROBE_EVERY: u32 = 32;
+pub const PROBE_EVERY: u32 = 256;
 /// Short evidence from a probe weighs this many ordinary samples (it stands for
 /// `PROBE_EVERY` allocations that went elsewhere).
 pub const PROBE_WEIGHT: u8 = 8;

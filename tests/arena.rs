@@ -341,13 +341,30 @@ mod model {
 
     #[derive(Clone, Debug)]
     enum Op {
-        Alloc { size: usize, align_shift: u8 },
+        Alloc {
+            size: usize,
+            align_shift: u8,
+        },
         Free(usize),
         FreeRemote(usize),
-        Grow { index: usize, size: usize },
+        Grow {
+            index: usize,
+            size: usize,
+        },
         Push,
         Pop,
         Reset,
+        /// `alloc_zeroed`: the block must read as zero, whatever the arena's memory held.
+        AllocZeroed {
+            size: usize,
+        },
+        /// Through the lifetime predictor (null: routed to the next allocator).
+        Predicted {
+            size: usize,
+            site: usize,
+            zeroed: bool,
+        },
+        Trim,
     }
 
     fn op() -> impl Strategy<Value = Op> {
@@ -359,6 +376,9 @@ mod model {
             1 => Just(Op::Push),
             1 => Just(Op::Pop),
             1 => Just(Op::Reset),
+            3 => (1usize..70_000).prop_map(|size| Op::AllocZeroed { size }),
+            3 => (1usize..20_000, 0usize..4, any::<bool>()).prop_map(|(size, site, zeroed)| Op::Predicted { size, site: site * 0x1000, zeroed }),
+            1 => Just(Op::Trim),
         ]
     }
 
@@ -446,6 +466,34 @@ mod model {
                     Op::Push => a.push_checkpoint(),
                     Op::Pop => a.pop_checkpoint(),
                     Op::Reset => a.reset(),
+                    Op::Trim => a.trim(),
+                    Op::AllocZeroed { size } => {
+                        // SAFETY: owner thread, size >= 1, align 16.
+                        let p = unsafe { a.alloc_zeroed(size, 16) };
+                        prop_assert!(!p.is_null());
+                        // SAFETY: fresh block of `size` bytes.
+                        let s = unsafe { std::slice::from_raw_parts(p, size) };
+                        prop_assert!(s.iter().all(|&x| x == 0), "alloc_zeroed gave a dirty block");
+                        fill = fill.wrapping_add(1);
+                        // SAFETY: as above.
+                        unsafe { p.write_bytes(fill, size) };
+                        live.push(Block { ptr: p, size, fill });
+                    }
+                    Op::Predicted { size, site, zeroed } => {
+                        // SAFETY: owner thread, size >= 1, align 16.
+                        let p = unsafe { a.alloc_predicted(size, 16, site, zeroed) };
+                        if !p.is_null() {
+                            if zeroed {
+                                // SAFETY: fresh block of `size` bytes.
+                                let s = unsafe { std::slice::from_raw_parts(p, size) };
+                                prop_assert!(s.iter().all(|&x| x == 0), "zeroed predicted block is dirty");
+                            }
+                            fill = fill.wrapping_add(1);
+                            // SAFETY: fresh block.
+                            unsafe { p.write_bytes(fill, size) };
+                            live.push(Block { ptr: p, size, fill });
+                        }
+                    }
                     _ => {}
                 }
                 check(a, &live);

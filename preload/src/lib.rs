@@ -31,6 +31,12 @@ extern "C" fn init() {
     if o.verbose {
         report::options_banner(&o);
     }
+    // glibc gives `main_arena` to whichever thread calls its malloc first, counting it as the
+    // main thread. When every allocation of the main thread goes to an arena (process mode), the
+    // first may come from a worker, whose exit then detaches `main_arena` from under the threads
+    // still using it ("malloc assertion failure in __malloc_arena_thread_freeres"). One call
+    // here, on the main thread at load time, keeps glibc's count right.
+    real::free(real::malloc(1));
     // SAFETY: registering handlers with the right signatures; they never unwind.
     unsafe {
         libc::pthread_atfork(Some(fork_prepare), Some(fork_parent), Some(fork_child));

@@ -99,6 +99,25 @@ fn two_threads_cross_thread_frees_and_thread_exit() {
 }
 
 #[test]
+fn workers_that_reach_glibc_first_exit_cleanly() {
+    // Whoever calls glibc's malloc first gets its main arena, counted as the main thread's.
+    // In process mode the main thread may never call it; several workers then raced into
+    // glibc's initialisation, and the first to exit detached the arena from the others
+    // (glibc aborted 3 runs in 60 before the library made the first call itself at load).
+    let exe = compile("first_glibc");
+    for run in 0..100 {
+        let out = preloaded(
+            Command::new(&exe),
+            &[
+                ("RESIZEALLOC_REGION", "process"),
+                ("RESIZEALLOC_MIN_SIZE", "64"),
+            ],
+        );
+        assert_ok(&out, &format!("first_glibc.c, run {run}"));
+    }
+}
+
+#[test]
 fn fork_inside_a_region() {
     let out = preloaded(Command::new(compile("fork")), &[]);
     assert_ok(&out, "fork.c");
