@@ -261,9 +261,11 @@ pub fn around_teardown(ctx: CUcontext, teardown: impl FnOnce() -> CUresult) -> C
     });
     let r = teardown();
     if r == CUDA_SUCCESS {
-        // Dropping a pool does not free its segments (see `DevicePool`); a pool created for
-        // the dying context while the call ran goes too.
-        drop(taken);
+        // The driver freed the segments with the context: forget them (a dropped pool would
+        // free them again). A pool created for the dying context while the call ran goes too.
+        if let Some((_, mut pool)) = taken {
+            pool.forget_segments();
+        }
         drop_pools_of(ctx);
     } else if let Some(entry) = taken {
         locked(|pools| pools.list.push(entry));
@@ -271,7 +273,8 @@ pub fn around_teardown(ctx: CUcontext, teardown: impl FnOnce() -> CUresult) -> C
     r
 }
 
-/// Forgets every pool of context `ctx`, whose memory the driver has freed.
+/// Forgets every pool of context `ctx`, whose memory the driver has freed (so the segments are
+/// forgotten, not freed).
 pub fn drop_pools_of(ctx: CUcontext) {
     if !any_pool() {
         return;
@@ -284,7 +287,9 @@ pub fn drop_pools_of(ctx: CUcontext) {
         pools.list = kept;
         gone
     });
-    drop(gone);
+    for (_, mut pool) in gone {
+        pool.forget_segments();
+    }
 }
 
 /// The calling thread entered a region and allocates device memory: every pool's region begins.
