@@ -62,6 +62,15 @@ fn compile_as(name: &str, out: &str, link_library: bool) -> PathBuf {
     exe
 }
 
+/// Runs `cmd` with the library preloaded plus `env`.
+fn preloaded(mut cmd: Command, env: &[(&str, &str)]) -> Output {
+    cmd.env("LD_PRELOAD", library());
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
+    cmd.output().expect("spawn")
+}
+
 fn text(b: &[u8]) -> String {
     String::from_utf8_lossy(b).into_owned()
 }
@@ -85,4 +94,31 @@ fn dlclose_leaves_later_thread_exits_working() {
     let exe = compile_as("dlclose", "dlclose", false);
     let out = Command::new(&exe).arg(library()).output().unwrap();
     assert_ok(&out, "dlclose.c");
+}
+
+// ------------------------------------------------------------------------------ glibc extensions
+
+fn glibc_compat() -> &'static Path {
+    static EXE: OnceLock<PathBuf> = OnceLock::new();
+    EXE.get_or_init(|| compile_as("glibc_compat", "glibc_compat", false))
+}
+
+/// Runs `glibc_compat <mode>`, with the library preloaded or on plain glibc.
+fn compat(mode: &str, preload: bool) -> Output {
+    let mut cmd = Command::new(glibc_compat());
+    cmd.arg(mode);
+    if preload {
+        preloaded(cmd, &[])
+    } else {
+        cmd.output().expect("spawn")
+    }
+}
+
+/// `__libc_free` of an arena block used to reach glibc and abort (`free(): invalid pointer`).
+#[test]
+fn libc_names_are_the_library_s_own_functions() {
+    for preload in [false, true] {
+        let out = compat("libc", preload);
+        assert_ok(&out, &format!("glibc_compat libc, preload {preload}"));
+    }
 }
