@@ -122,3 +122,112 @@ fn libc_names_are_the_library_s_own_functions() {
         assert_ok(&out, &format!("glibc_compat libc, preload {preload}"));
     }
 }
+
+/// 50 MiB of live blocks in a region used to leave `mallinfo`/`mallinfo2` unchanged.
+#[test]
+fn mallinfo_counts_the_arenas() {
+    for preload in [false, true] {
+        let out = compat("mallinfo", preload);
+        assert_ok(&out, &format!("glibc_compat mallinfo, preload {preload}"));
+    }
+}
+
+#[test]
+fn malloc_trim_trims_the_arenas() {
+    for preload in [false, true] {
+        let out = compat("trim", preload);
+        assert_ok(&out, &format!("glibc_compat trim, preload {preload}"));
+    }
+}
+
+#[test]
+fn malloc_stats_reports_the_arenas_after_glibc() {
+    let plain = compat("stats", false);
+    assert_ok(&plain, "glibc_compat stats");
+    let glibc_total = "Total (incl. mmap):";
+    assert!(
+        text(&plain.stderr).contains(glibc_total),
+        "{}",
+        text(&plain.stderr)
+    );
+    let out = compat("stats", true);
+    assert_ok(&out, "glibc_compat stats, preloaded");
+    let err = text(&out.stderr);
+    let (glibc, ours) = (err.find(glibc_total), err.find("resizealloc arenas:"));
+    assert!(
+        matches!((glibc, ours), (Some(g), Some(o)) if g < o),
+        "glibc's report, then the arenas': {err}"
+    );
+    let committed: u64 = err
+        .lines()
+        .find_map(|l| l.strip_prefix("committed bytes  ="))
+        .and_then(|v| v.trim().parse().ok())
+        .unwrap_or_else(|| panic!("no committed bytes line: {err}"));
+    assert!(
+        committed >= 1 << 20,
+        "a 1 MiB block is live in the arena: {err}"
+    );
+}
+
+/// Parses `xml` with Python's XML parser; returns the root tag, the number of `<heap>`
+/// children, and the `committed` attribute of every `<resizealloc>` child.
+fn parse_malloc_info(xml: &[u8]) -> (String, usize, Vec<u64>) {
+    let script = work_dir().join("parse_malloc_info.py");
+    std::fs::write(
+        &script,
+        r#"
+import sys, xml.etree.ElementTree as ET
+root = ET.fromstring(sys.stdin.buffer.read())
+print(root.tag, len(root.findall("heap")), *[e.get("committed") for e in root.findall("resizealloc")])
+"#,
+    )
+    .unwrap();
+    let xml_file = work_dir().join("malloc_info.xml");
+    std::fs::write(&xml_file, xml).unwrap();
+    let out = Command::new("python3")
+        .arg(&script)
+        .stdin(std::fs::File::open(&xml_file).unwrap())
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "not a well-formed XML document:\n{}\n{}",
+        text(xml),
+        text(&out.stderr)
+    );
+    let line = text(&out.stdout);
+    let mut words = line.split_whitespace();
+    let root = words.next().unwrap().to_string();
+    let heaps = words.next().unwrap().parse().unwrap();
+    (root, heaps, words.map(|w| w.parse().unwrap()).collect())
+}
+
+#[test]
+fn malloc_info_is_one_xml_document_with_the_arenas() {
+    let plain = compat("info", false);
+    assert_ok_on_stderr(&plain, "glibc_compat info");
+    let (root, heaps, ours) = parse_malloc_info(&plain.stdout);
+    assert_eq!((root.as_str(), ours.len()), ("malloc", 0));
+    assert!(heaps >= 1);
+    let out = compat("info", true);
+    assert_ok_on_stderr(&out, "glibc_compat info, preloaded");
+    let (root, heaps, ours) = parse_malloc_info(&out.stdout);
+    assert_eq!(root, "malloc", "glibc's root element");
+    assert!(heaps >= 1, "glibc's heaps are still there");
+    assert_eq!(
+        ours.len(),
+        1,
+        "one <resizealloc/> element: {}",
+        text(&out.stdout)
+    );
+    assert!(ours[0] >= 1 << 20, "a 1 MiB block is live in the arena");
+}
+
+fn assert_ok_on_stderr(out: &Output, what: &str) {
+    assert!(
+        out.status.success() && text(&out.stderr).contains("all ok"),
+        "{what} failed: {:?}\nstderr:\n{}",
+        out.status,
+        text(&out.stderr)
+    );
+}

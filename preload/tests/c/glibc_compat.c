@@ -3,10 +3,15 @@
  * resize_stats_get are found with dlsym, and the checks that only make sense for it run too.
  *
  *   glibc_compat libc      __libc_* names on arena and foreign blocks
+ *   glibc_compat mallinfo  mallinfo2/mallinfo see 50 MiB allocated in a region
+ *   glibc_compat trim      malloc_trim gives back an arena's unneeded memory
+ *   glibc_compat info      malloc_info(0, stdout): one XML document (checked by the test)
+ *   glibc_compat stats     malloc_stats() on stderr
  *
- * Every mode ends with "all ok" on success. */
+ * Every mode ends with "all ok" on success (on stderr for "info", whose stdout is the XML). */
 #define _GNU_SOURCE
 #include <dlfcn.h>
+#include <errno.h>
 #include <malloc.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -14,6 +19,9 @@
 #include <string.h>
 
 #include "resizealloc.h"
+
+/* mallinfo is deprecated in favour of mallinfo2, and still exported: both are checked. */
+#pragma GCC diagnostic ignored "-Wdeprecated-declarations"
 
 extern void *__libc_malloc(size_t);
 extern void __libc_free(void *);
@@ -105,19 +113,109 @@ static void libc_names(void) {
     __libc_free(p);
 }
 
+/* ------------------------------------------------------------------------------ mallinfo */
+
+#define BLOCKS 1000
+#define BLOCK (50 << 10) /* under glibc's mmap threshold: it serves them from its heap */
+
+static void mallinfo_figures(void) {
+    struct mallinfo2 a = mallinfo2();
+    struct mallinfo ai = mallinfo();
+    static unsigned char *blocks[BLOCKS];
+    region_begin();
+    for (int i = 0; i < BLOCKS; i++) {
+        blocks[i] = malloc(BLOCK);
+        memset(blocks[i], i, BLOCK);
+    }
+    struct mallinfo2 b = mallinfo2();
+    struct mallinfo bi = mallinfo();
+    size_t total = (size_t)BLOCKS * BLOCK;
+    /* uordblks (heap in use) + hblkhd (mmapped): where an allocator puts 50 MiB of live blocks */
+    size_t grown = (b.uordblks + b.hblkhd) - (a.uordblks + a.hblkhd);
+    size_t grown_int = (size_t)((unsigned)bi.uordblks + (unsigned)bi.hblkhd) - ((unsigned)ai.uordblks + (unsigned)ai.hblkhd);
+    CHECK(grown >= total, "mallinfo2 counts 50 MiB of live blocks");
+    CHECK(grown_int >= total, "mallinfo counts 50 MiB of live blocks");
+    if (stats_get) {
+        struct resize_stats s = stats();
+        CHECK(s.thread.arena_committed >= total, "the arena served the blocks");
+        CHECK(b.hblkhd >= s.process.arena_committed, "mallinfo2's hblkhd includes the arenas");
+        CHECK(b.hblks >= 1, "mallinfo2's hblks counts the arena");
+    }
+    for (int i = 0; i < BLOCKS; i++) free(blocks[i]);
+    region_end();
+}
+
+/* ------------------------------------------------------------------------------ trim */
+
+static void trim(void) {
+    /* A region with a 32 MiB temporary and a small block that outlives it, at the end of the
+     * arena; small regions afterwards shrink the arena's capacity; once the small block is
+     * freed, nothing needs the memory above the capacity. */
+    region_begin();
+    unsigned char *big = malloc(32 << 20);
+    memset(big, 1, 32 << 20);
+    unsigned char *kept = malloc(100);
+    free(big);
+    region_end();
+    for (int i = 0; i < 20; i++) {
+        region_begin();
+        unsigned char *x = malloc(1000);
+        memset(x, 2, 1000);
+        free(x);
+        region_end();
+    }
+    free(kept);
+    uint64_t before = stats().thread.arena_committed;
+    int r = malloc_trim(0);
+    uint64_t after = stats().thread.arena_committed;
+    CHECK(r == 0 || r == 1, "malloc_trim returns 0 or 1");
+    if (stats_get) {
+        CHECK(before >= (32 << 20), "the arena holds the memory before the trim");
+        CHECK(after < (1 << 20), "malloc_trim gave the arena's unneeded memory back");
+        CHECK(r == 1, "malloc_trim says it released memory");
+    }
+}
+
+/* ------------------------------------------------------------------------------ info, stats */
+
+static void info(void) {
+    region_begin();
+    unsigned char *p = malloc(1 << 20);
+    memset(p, 1, 1 << 20);
+    int r = malloc_info(0, stdout);
+    fflush(stdout);
+    CHECK(r == 0, "malloc_info(0, stdout) returns 0");
+    CHECK(malloc_info(1, stdout) == EINVAL, "malloc_info with options != 0 gives EINVAL");
+    free(p);
+    region_end();
+}
+
+static void stats_report(void) {
+    region_begin();
+    unsigned char *p = malloc(1 << 20);
+    memset(p, 1, 1 << 20);
+    malloc_stats();
+    free(p);
+    region_end();
+}
+
 int main(int argc, char **argv) {
     if (argc < 2) {
-        fprintf(stderr, "usage: glibc_compat libc\n");
+        fprintf(stderr, "usage: glibc_compat libc|mallinfo|trim|info|stats\n");
         return 2;
     }
     find_library();
     const char *mode = argv[1];
     if (!strcmp(mode, "libc")) libc_names();
+    else if (!strcmp(mode, "mallinfo")) mallinfo_figures();
+    else if (!strcmp(mode, "trim")) trim();
+    else if (!strcmp(mode, "info")) info();
+    else if (!strcmp(mode, "stats")) stats_report();
     else {
         fprintf(stderr, "unknown mode %s\n", mode);
         return 2;
     }
     if (failures) return 1;
-    printf("all ok\n");
+    fprintf(!strcmp(mode, "info") ? stderr : stdout, "all ok\n");
     return 0;
 }
