@@ -231,3 +231,43 @@ fn assert_ok_on_stderr(out: &Output, what: &str) {
         text(&out.stderr)
     );
 }
+
+/// `mallopt` (glibc's), `malloc_usable_size` of the next allocator's blocks and
+/// `posix_memalign`'s errors answer exactly as on plain glibc.
+#[test]
+fn mallopt_usable_size_and_posix_memalign_match_glibc() {
+    let plain = compat("same", false);
+    assert_ok(&plain, "glibc_compat same");
+    let out = compat("same", true);
+    assert_ok(&out, "glibc_compat same, preloaded");
+    assert_eq!(text(&plain.stdout), text(&out.stdout));
+    let t = text(&plain.stdout);
+    assert!(
+        t.contains("posix_memalign(align 4) = 22, errno 0, out untouched"),
+        "{t}"
+    );
+}
+
+/// Blocks the library served from its bootstrap buffer (while it looked up the next allocator):
+/// `malloc_usable_size`, `realloc`, `free` and `__libc_free` accept them. A shim preloaded in
+/// front of the library makes its `dlsym` lookup allocate (see `tests/c/boot_shim.c`).
+#[test]
+fn bootstrap_blocks_are_valid_blocks_for_the_whole_family() {
+    let manifest = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let shim = work_dir().join("boot_shim.so");
+    let status = Command::new("cc")
+        .args(["-shared", "-fPIC", "-O1", "-Wall", "-o"])
+        .arg(&shim)
+        .arg(manifest.join("tests/c/boot_shim.c"))
+        .arg("-ldl")
+        .status()
+        .unwrap();
+    assert!(status.success(), "building boot_shim.so");
+    let mut cmd = Command::new(glibc_compat());
+    cmd.arg("boot").env(
+        "LD_PRELOAD",
+        format!("{} {}", shim.display(), library().display()),
+    );
+    let out = cmd.output().unwrap();
+    assert_ok(&out, "glibc_compat boot");
+}

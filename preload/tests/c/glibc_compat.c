@@ -7,6 +7,10 @@
  *   glibc_compat trim      malloc_trim gives back an arena's unneeded memory
  *   glibc_compat info      malloc_info(0, stdout): one XML document (checked by the test)
  *   glibc_compat stats     malloc_stats() on stderr
+ *   glibc_compat same      mallopt, malloc_usable_size and posix_memalign: output that must be
+ *                          the same with and without the library
+ *   glibc_compat boot      blocks from the library's bootstrap buffer (needs boot_shim.so
+ *                          preloaded in front of the library)
  *
  * Every mode ends with "all ok" on success (on stderr for "info", whose stdout is the XML). */
 #define _GNU_SOURCE
@@ -199,9 +203,85 @@ static void stats_report(void) {
     region_end();
 }
 
+/* ------------------------------------------------------------------------------ same as glibc */
+
+static void same_as_glibc(void) {
+    /* mallopt: glibc's answers (the library does not export it). */
+    printf("mallopt M_TRIM_THRESHOLD %d\n", mallopt(M_TRIM_THRESHOLD, 1 << 20));
+    printf("mallopt M_MMAP_THRESHOLD %d\n", mallopt(M_MMAP_THRESHOLD, 256 << 10));
+    printf("mallopt M_MMAP_THRESHOLD too big %d\n", mallopt(M_MMAP_THRESHOLD, 1 << 30));
+    printf("mallopt M_ARENA_MAX %d\n", mallopt(M_ARENA_MAX, 4));
+    printf("mallopt unknown %d\n", mallopt(12345, 1));
+    /* malloc_usable_size of the next allocator's blocks (outside regions): glibc's sizes. */
+    size_t sizes[] = {1, 24, 100, 1000, 5000, 200000, 3 << 20};
+    for (unsigned i = 0; i < sizeof sizes / sizeof *sizes; i++) {
+        void *p = malloc(sizes[i]);
+        printf("usable(malloc(%zu)) %zu\n", sizes[i], malloc_usable_size(p));
+        free(p);
+    }
+    printf("usable(NULL) %zu\n", malloc_usable_size(NULL));
+    /* Inside a region: at least the request. */
+    region_begin();
+    for (unsigned i = 0; i < sizeof sizes / sizeof *sizes; i++) {
+        void *p = malloc(sizes[i]);
+        CHECK(malloc_usable_size(p) >= sizes[i], "usable size >= request in a region");
+        free(p);
+    }
+    region_end();
+    /* posix_memalign: EINVAL unless a power of two multiple of sizeof(void *); *out untouched
+     * on error. errno is printed for EINVAL only: on ENOMEM glibc 2.36 also sets errno (from
+     * its internal memalign), the library leaves it alone (the man page's "errno is not set"). */
+    size_t aligns[] = {0, 1, 2, 4, 8, 12, 16, 24, 32, 48, 4096, (size_t)1 << 40, SIZE_MAX};
+    for (int in_region = 0; in_region < 2; in_region++) {
+        if (in_region) region_begin();
+        for (unsigned i = 0; i < sizeof aligns / sizeof *aligns; i++) {
+            void *out = (void *)0x1234;
+            errno = 0;
+            int r = posix_memalign(&out, aligns[i], 100);
+            int ok = r == 0 && out != (void *)0x1234 && ((uintptr_t)out % aligns[i]) == 0;
+            printf("%s posix_memalign(align %zu) = %d, errno %d, %s\n", in_region ? "region" : "outside", aligns[i], r,
+                   r == EINVAL ? errno : -1,
+                   r == 0 ? (ok ? "aligned block" : "BAD BLOCK") : (out == (void *)0x1234 ? "out untouched" : "OUT WRITTEN"));
+            if (r == 0) free(out);
+        }
+        if (in_region) region_end();
+    }
+}
+
+/* ------------------------------------------------------------------------------ bootstrap */
+
+static void bootstrap_blocks(void) {
+    /* The library looks the next allocator up on the first allocation that needs it. */
+    free(malloc(10));
+    void **blocks = (void **)dlsym(RTLD_DEFAULT, "boot_shim_blocks");
+    size_t *size = (size_t *)dlsym(RTLD_DEFAULT, "boot_shim_size");
+    if (!blocks || !size) {
+        fprintf(stderr, "FAIL: boot_shim.so is not preloaded\n");
+        failures++;
+        return;
+    }
+    unsigned char *a = blocks[0], *b = blocks[1];
+    CHECK(a && b, "the shim got two blocks while the library looked up malloc");
+    if (!a || !b) return;
+    size_t n = *size;
+    CHECK(all_bytes(a, n, 0x5a) && all_bytes(b, n, 0x5a), "bootstrap blocks hold what was written");
+    /* glibc would round 100 up to 104: the exact size shows these are bootstrap blocks. */
+    CHECK(malloc_usable_size(a) == n && malloc_usable_size(b) == n, "usable size of a bootstrap block");
+    /* realloc copies a bootstrap block out. */
+    unsigned char *c = realloc(a, 100000);
+    CHECK(c && all_bytes(c, n, 0x5a), "realloc of a bootstrap block keeps the contents");
+    memset(c, 1, 100000);
+    free(c);
+    /* free and __libc_free accept them (the buffer is never given to the next allocator). */
+    __libc_free(b);
+    b = malloc(n);
+    memset(b, 2, n);
+    free(b);
+}
+
 int main(int argc, char **argv) {
     if (argc < 2) {
-        fprintf(stderr, "usage: glibc_compat libc|mallinfo|trim|info|stats\n");
+        fprintf(stderr, "usage: glibc_compat libc|mallinfo|trim|info|stats|same\n");
         return 2;
     }
     find_library();
@@ -211,6 +291,8 @@ int main(int argc, char **argv) {
     else if (!strcmp(mode, "trim")) trim();
     else if (!strcmp(mode, "info")) info();
     else if (!strcmp(mode, "stats")) stats_report();
+    else if (!strcmp(mode, "same")) same_as_glibc();
+    else if (!strcmp(mode, "boot")) bootstrap_blocks();
     else {
         fprintf(stderr, "unknown mode %s\n", mode);
         return 2;
