@@ -271,3 +271,59 @@ fn bootstrap_blocks_are_valid_blocks_for_the_whole_family() {
     let out = cmd.output().unwrap();
     assert_ok(&out, "glibc_compat boot");
 }
+
+// ------------------------------------------------------------------------------ CUDA absent
+
+/// In a process with no CUDA driver or runtime (nothing on the library path either), the
+/// library's CUDA exports used to make every probe by symbol succeed, and calling them gave 3.
+/// Now `dlsym` answers as without the library, and the hooks, reached through weak
+/// references, answer what cudart and the driver answer without a driver (35; 3 before
+/// `cuInit`, 100 from it on). See `tests/c/cuda/absent.c`.
+#[test]
+fn a_process_without_cuda_does_not_look_like_it_has_cuda() {
+    let manifest = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let exe = work_dir().join("cuda_absent");
+    let status = Command::new("cc")
+        .args(["-O1", "-Wall", "-o"])
+        .arg(&exe)
+        .arg(manifest.join("tests/c/cuda/absent.c"))
+        .arg("-ldl")
+        .status()
+        .unwrap();
+    assert!(status.success(), "building absent.c");
+    let probes = |out: &Output| -> Vec<String> {
+        text(&out.stdout)
+            .lines()
+            .filter(|l| l.starts_with("dlsym"))
+            .map(str::to_string)
+            .collect()
+    };
+    let mut plain = Command::new(&exe);
+    plain.env_remove("LD_LIBRARY_PATH");
+    let plain = plain.output().unwrap();
+    assert_ok(&plain, "absent.c without the library");
+    assert!(probes(&plain).iter().all(|l| l.ends_with(" absent")));
+    let envs: [&[(&str, &str)]; 3] = [
+        &[],
+        &[("RESIZEALLOC_CUDA", "off")],
+        &[("RESIZEALLOC_REGION", "process")],
+    ];
+    for env in envs {
+        let mut cmd = Command::new(&exe);
+        cmd.env_remove("LD_LIBRARY_PATH");
+        let out = preloaded(cmd, env);
+        assert_ok(&out, &format!("absent.c under the library, {env:?}"));
+        assert_eq!(probes(&plain), probes(&out), "dlsym probes, {env:?}");
+    }
+    // Python's probe: attribute lookup on the process's own symbols (dlsym underneath).
+    let mut py = Command::new("python3");
+    py.env_remove("LD_LIBRARY_PATH").args([
+        "-c",
+        "import ctypes; p = ctypes.CDLL(None); \
+         print([n for n in ('cudaMalloc', 'cudaFree', 'cuInit', 'cuGetProcAddress', \
+         'cuGetProcAddress_v2', 'cuMemAlloc_v2') if hasattr(p, n)]); print('all ok')",
+    ]);
+    let out = preloaded(py, &[]);
+    assert_ok(&out, "ctypes probe");
+    assert!(text(&out.stdout).starts_with("[]"), "{}", text(&out.stdout));
+}

@@ -28,7 +28,7 @@ impl Driver {
         }
         let (Some(push), Some(pop)) = (drv::cu_ctx_push_current_v2(), drv::cu_ctx_pop_current_v2())
         else {
-            return drv::CUDA_ERROR_NOT_INITIALIZED;
+            return drv::no_driver();
         };
         // SAFETY: the pool's own context (alive: a teardown takes the pool out first); the push
         // and the pop pair up, so the caller's current context is restored.
@@ -50,7 +50,7 @@ impl Backend for Driver {
 
     fn alloc(&mut self, bytes: usize) -> Result<DevPtr, CUresult> {
         let Some(f) = drv::cu_mem_alloc_v2() else {
-            return Err(drv::CUDA_ERROR_NOT_INITIALIZED);
+            return Err(drv::no_driver());
         };
         let mut p: DevPtr = 0;
         // SAFETY: valid out pointer.
@@ -62,7 +62,7 @@ impl Backend for Driver {
 
     fn free(&mut self, ptr: DevPtr) -> Result<(), CUresult> {
         let Some(f) = drv::cu_mem_free_v2() else {
-            return Err(drv::CUDA_ERROR_NOT_INITIALIZED);
+            return Err(drv::no_driver());
         };
         // SAFETY: `ptr` is a segment the pool got from the real driver.
         match self.in_context(|| unsafe { f(ptr) }) {
