@@ -1,25 +1,37 @@
 #!/usr/bin/env bash
 # The main job: build the library and show it working against the system allocator.
 #   1. the Rust demo (ResizeAlloc as #[global_allocator], regions vs System, stats);
-#   2. an unmodified Python program with and without LD_PRELOAD=libresizealloc.so
-#      (RESIZEALLOC_REGION=process, RESIZEALLOC_STATS=1);
-#   3. a C program with region markers, with and without the library.
+#   2. a C program whose iterations are regions, plain malloc vs LD_PRELOAD=libresizealloc.so:
+#      small temporaries, and image frames above glibc's mmap ceiling;
+#   3. a Python program whose steps make large temporaries: plain, with ctypes region markers,
+#      and unmodified under RESIZEALLOC_REGION=process.
+# Parts 2 and 3 (scripts/demo_run.py) print median times and peak RSS side by side and fail
+# (non-zero exit) when libresizealloc.so does not load, a run fails or the answers differ.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
-cargo build --release --workspace --examples
+# --lib builds libresizealloc.so (the preload package's cdylib) too; --examples the Rust demo.
+cargo build --release --workspace --lib --examples
 LIB="$PWD/target/release/libresizealloc.so"
-echo
-echo "== 1. Rust: ResizeAlloc as the global allocator"
-cargo run -q --release --example demo
-echo
-echo "== 2. Unmodified python3, plain and under LD_PRELOAD with RESIZEALLOC_REGION=process"
+if [ ! -f "$LIB" ]; then
+  echo "demo: FAILED: $LIB was not built" >&2
+  exit 1
+fi
 PY=$(python3 -c 'import sys; print(sys.executable)')
-"$PY" scripts/demo_py.py
-LD_PRELOAD="$LIB" RESIZEALLOC_REGION=process RESIZEALLOC_STATS=1 "$PY" scripts/demo_py.py
+# ld.so only warns when a preload cannot be loaded and runs the program without it: make sure
+# the library loads before anything is measured (demo_run.py checks again before each part).
+err=$(LD_PRELOAD="$LIB" "$PY" -c 'import ctypes, sys; sys.exit(0 if hasattr(ctypes.CDLL(None), "resize_region_depth") else 3)' 2>&1) || {
+  echo "demo: FAILED: $LIB does not load under LD_PRELOAD: $err" >&2
+  exit 1
+}
+if [ -n "$err" ]; then
+  echo "demo: FAILED: loading $LIB printed: $err" >&2
+  exit 1
+fi
 echo
-echo "== 3. A C program whose iterations are regions, plain malloc vs libresizealloc.so"
+echo "== 1. Rust: ResizeAlloc as the global allocator (examples/demo.rs)"
+target/release/examples/demo
 mkdir -p target/demo
-cc -O2 -o target/demo/demo_app scripts/demo_app.c -ldl
-target/demo/demo_app
-LD_PRELOAD="$LIB" RESIZEALLOC_STATS=1 target/demo/demo_app
+cc -O2 -Wall -o target/demo/demo_app scripts/demo_app.c -ldl
+echo
+"$PY" scripts/demo_run.py "$LIB" "$PY" target/demo/demo_app

@@ -4,6 +4,7 @@
 use resizealloc::device::mock::{HostBackend, MockError};
 use resizealloc::device::pool::{DevicePool, PoolError, GRANULE, MIN_SEGMENT};
 use resizealloc::device::DevPtr;
+use std::sync::atomic::Ordering::Relaxed;
 
 const MIB: usize = 1 << 20;
 
@@ -411,4 +412,53 @@ fn a_destroyed_streams_frees_wait_for_a_sync() {
     let c = p.alloc(4096, 9).unwrap();
     assert_eq!(c, a, "after a sync the block is anyone's");
     p.check_invariants().unwrap();
+}
+
+#[test]
+fn a_dropped_pool_gives_every_segment_back_to_the_driver() {
+    let mut p = pool(64 * MIB);
+    let counters = p.backend().counters();
+    // Segments in every state: a live block, a cached one, one in flight on a stream, and a
+    // second segment that a big request forced.
+    let live = p.alloc(4096, 0).unwrap();
+    let cached = p.alloc(8192, 0).unwrap();
+    p.free(cached).unwrap();
+    p.on_synchronize();
+    let in_flight = p.alloc(1024, 5).unwrap();
+    p.free_async(in_flight, 5).unwrap();
+    let big = p.alloc(3 * MIN_SEGMENT, 0).unwrap();
+    write(live, 4096, 1);
+    write(big, 3 * MIN_SEGMENT, 2);
+    assert_eq!(
+        counters.allocs.load(Relaxed),
+        2,
+        "two segments from the driver"
+    );
+    drop(p);
+    assert_eq!(
+        counters.leaked_at_drop.load(Relaxed),
+        0,
+        "the pool left segments behind for the driver to clean up"
+    );
+    assert_eq!(
+        counters.frees.load(Relaxed),
+        counters.allocs.load(Relaxed),
+        "every segment freed once"
+    );
+    assert_eq!(counters.live(), 0);
+}
+
+#[test]
+fn a_pool_whose_memory_the_driver_already_freed_is_forgotten_without_frees() {
+    // A destroyed context takes its memory with it: the pool must not free it again.
+    let mut p = pool(64 * MIB);
+    let counters = p.backend().counters();
+    let _live = p.alloc(4096, 0).unwrap();
+    p.forget_segments();
+    assert_eq!(p.stats().reserved, 0);
+    assert_eq!(p.find(_live), None);
+    p.check_invariants().unwrap();
+    drop(p);
+    assert_eq!(counters.frees.load(Relaxed), 0, "nothing freed twice");
+    assert_eq!(counters.leaked_at_drop.load(Relaxed), 1);
 }

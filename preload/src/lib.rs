@@ -14,6 +14,7 @@
 mod capi;
 #[cfg(target_arch = "x86_64")]
 mod cuda;
+mod glibc_compat;
 mod malloc;
 mod real;
 mod report;

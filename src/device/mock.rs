@@ -1,10 +1,14 @@
 //! A host-memory stand-in for the CUDA driver, for tests that must run without a GPU.
 //!
 //! Blocks are real host memory (so tests can write through the returned addresses and check
-//! contents), calls are counted, and a capacity limit makes out-of-memory testable.
+//! contents), calls are counted, and a capacity limit makes out-of-memory testable. The counts
+//! are also kept in a shared [`MockCounters`] that outlives the backend, so a test can check what
+//! a pool gave back when it was dropped (the backend is dropped with it).
 
 use std::alloc::{alloc_zeroed, dealloc, Layout};
 use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
 
 use super::{Backend, DevPtr};
 
@@ -15,6 +19,26 @@ pub enum MockError {
     InvalidValue,
     /// `CUDA_ERROR_OUT_OF_MEMORY` (2).
     OutOfMemory,
+}
+
+/// The backend's counts, shared with whoever asked for them through
+/// [`HostBackend::counters`]; they stay readable after the backend is gone.
+#[derive(Debug, Default)]
+pub struct MockCounters {
+    /// `alloc` calls that succeeded.
+    pub allocs: AtomicU64,
+    /// `free` calls that succeeded.
+    pub frees: AtomicU64,
+    /// Blocks still allocated when the backend was dropped: the client never freed them (the
+    /// backend releases their host memory itself, and does not count that as a `free`).
+    pub leaked_at_drop: AtomicU64,
+}
+
+impl MockCounters {
+    /// Blocks allocated and not freed through `free` (leaks at drop included).
+    pub fn live(&self) -> u64 {
+        self.allocs.load(Ordering::Relaxed) - self.frees.load(Ordering::Relaxed)
+    }
 }
 
 /// Host memory posing as a device.
@@ -31,6 +55,7 @@ pub struct HostBackend {
     /// Number of `synchronize` calls.
     pub syncs: u64,
     blocks: BTreeMap<DevPtr, usize>,
+    shared: Arc<MockCounters>,
 }
 
 const ALIGN: usize = 4096;
@@ -45,7 +70,13 @@ impl HostBackend {
             frees: 0,
             syncs: 0,
             blocks: BTreeMap::new(),
+            shared: Arc::default(),
         }
+    }
+
+    /// The counts as a handle that outlives the backend.
+    pub fn counters(&self) -> Arc<MockCounters> {
+        Arc::clone(&self.shared)
     }
 
     /// Blocks currently held from this backend.
@@ -72,6 +103,7 @@ impl Backend for HostBackend {
         }
         self.used += bytes;
         self.allocs += 1;
+        self.shared.allocs.fetch_add(1, Ordering::Relaxed);
         self.blocks.insert(p as DevPtr, bytes);
         Ok(p as DevPtr)
     }
@@ -87,6 +119,7 @@ impl Backend for HostBackend {
         };
         self.used -= bytes;
         self.frees += 1;
+        self.shared.frees.fetch_add(1, Ordering::Relaxed);
         Ok(())
     }
 
@@ -101,10 +134,21 @@ impl Backend for HostBackend {
 }
 
 impl Drop for HostBackend {
+    /// Releases the host memory of blocks the client never freed, and counts them as leaks.
     fn drop(&mut self) {
-        let ptrs: Vec<DevPtr> = self.blocks.keys().copied().collect();
-        for p in ptrs {
-            let _ = self.free(p);
+        let leaked = std::mem::take(&mut self.blocks);
+        self.shared
+            .leaked_at_drop
+            .fetch_add(leaked.len() as u64, Ordering::Relaxed);
+        for (ptr, bytes) in leaked {
+            // SAFETY: `ptr` came from `alloc` with this size and alignment and was never freed
+            // (it was still in `blocks`).
+            unsafe {
+                dealloc(
+                    ptr as *mut u8,
+                    Layout::from_size_align_unchecked(bytes, ALIGN),
+                )
+            };
         }
     }
 }

@@ -592,6 +592,23 @@ impl<B: Backend> DevicePool<B> {
         Ok(())
     }
 
+    /// Forgets every segment without freeing it: for a pool whose memory the driver has freed
+    /// already (its context was destroyed or reset). The pool is empty afterwards, and dropping
+    /// it frees nothing.
+    pub fn forget_segments(&mut self) {
+        self.segments.clear();
+        self.blocks.clear();
+        self.free_index.clear();
+        self.stream_free.clear();
+        self.live.clear();
+        self.deferred.clear();
+        self.ready.clear();
+        self.ready_blocks = 0;
+        self.freed_at.clear();
+        self.in_use = 0;
+        self.planned_segment = 0;
+    }
+
     // ------------------------------------------------------------------ regions
 
     /// A region begins (nesting is counted; only the outermost matters).
@@ -764,5 +781,19 @@ impl<B: Backend> DevicePool<B> {
             return Err("indexes list more blocks than exist".into());
         }
         Ok(())
+    }
+}
+
+/// A dropped pool hands every segment back to its backend (the backend's calls make the pool's
+/// context current themselves), live blocks included: nothing can reach them through the pool
+/// any more. Freeing a segment waits for work that still uses it, as `cuMemFree` does, so no
+/// sync is needed first. Errors are ignored, as in `trim`: `Drop` cannot report them. A pool
+/// whose memory the driver freed already calls [`DevicePool::forget_segments`] first.
+impl<B: Backend> Drop for DevicePool<B> {
+    fn drop(&mut self) {
+        for &base in self.segments.keys() {
+            let _ = self.backend.free(base);
+        }
+        self.forget_segments();
     }
 }

@@ -22,10 +22,52 @@ pub const CUDA_SUCCESS: CUresult = 0;
 pub const CUDA_ERROR_INVALID_VALUE: CUresult = 1;
 pub const CUDA_ERROR_OUT_OF_MEMORY: CUresult = 2;
 pub const CUDA_ERROR_NOT_FOUND: CUresult = 500;
-/// A driver call that could not be found answers like a driver that is not there.
+/// What the driver API answers before `cuInit`.
 pub const CUDA_ERROR_NOT_INITIALIZED: CUresult = 3;
-/// `cudaErrorInitializationError`: what a runtime hook answers when no cudart follows us.
+/// What `cuInit` answers when it finds no GPU, and later driver calls with it.
+pub const CUDA_ERROR_NO_DEVICE: CUresult = 100;
+/// `cudaErrorInitializationError`: a runtime hook without a cudart after us, in a process that
+/// has a driver.
 pub const CUDA_RT_ERROR_INITIALIZATION: CudaError = 3;
+/// `cudaErrorInsufficientDriver`: what a real cudart answers on a machine without a driver.
+pub const CUDA_RT_ERROR_INSUFFICIENT_DRIVER: CudaError = 35;
+
+/// Set when the program called `cuInit` and no driver was there to answer it.
+static INIT_WITHOUT_DRIVER: core::sync::atomic::AtomicBool =
+    core::sync::atomic::AtomicBool::new(false);
+
+/// What a driver hook answers when the real function is not in the process: what a driver
+/// that finds no GPU answers, `CUDA_ERROR_NOT_INITIALIZED` before `cuInit` and
+/// `CUDA_ERROR_NO_DEVICE` after it.
+pub fn no_driver() -> CUresult {
+    if INIT_WITHOUT_DRIVER.load(Ordering::Relaxed) {
+        CUDA_ERROR_NO_DEVICE
+    } else {
+        CUDA_ERROR_NOT_INITIALIZED
+    }
+}
+
+/// `cuInit` without a driver: remembered for [`no_driver`].
+pub fn init_without_driver() -> CUresult {
+    INIT_WITHOUT_DRIVER.store(true, Ordering::Relaxed);
+    CUDA_ERROR_NO_DEVICE
+}
+
+/// Whether a CUDA driver is in the process (its `cuInit` can be found).
+pub fn driver_present() -> bool {
+    cu_init().is_some()
+}
+
+/// What a runtime hook answers when no cudart follows us: what a real cudart answers on a
+/// machine without a driver (`cudaErrorInsufficientDriver`) when there is no driver either,
+/// else `cudaErrorInitializationError`.
+pub fn no_runtime() -> CudaError {
+    if driver_present() {
+        CUDA_RT_ERROR_INITIALIZATION
+    } else {
+        CUDA_RT_ERROR_INSUFFICIENT_DRIVER
+    }
+}
 pub const CU_POINTER_ATTRIBUTE_RANGE_START_ADDR: c_int = 11;
 pub const CU_POINTER_ATTRIBUTE_RANGE_SIZE: c_int = 12;
 
@@ -132,6 +174,7 @@ pub type FreeFn = unsafe extern "C" fn(CUdeviceptr) -> CUresult;
 pub type AllocAsyncFn = unsafe extern "C" fn(*mut CUdeviceptr, usize, CUstream) -> CUresult;
 pub type FreeAsyncFn = unsafe extern "C" fn(CUdeviceptr, CUstream) -> CUresult;
 pub type SyncFn = unsafe extern "C" fn() -> CUresult;
+pub type InitFn = unsafe extern "C" fn(c_uint) -> CUresult;
 pub type CtxFn = unsafe extern "C" fn(*mut CUcontext) -> CUresult;
 /// `cuCtxDestroy_v2`, `cuCtxPushCurrent_v2`: a context in.
 pub type CtxArgFn = unsafe extern "C" fn(CUcontext) -> CUresult;
@@ -154,6 +197,7 @@ pub type ProcV2Fn =
     unsafe extern "C" fn(*const c_char, *mut *mut c_void, c_int, u64, *mut c_int) -> CUresult;
 
 real_fns! { driver_symbol:
+    cu_init = c"cuInit" as InitFn;
     cu_ctx_get_current = c"cuCtxGetCurrent" as CtxFn;
     cu_ctx_synchronize = c"cuCtxSynchronize" as SyncFn;
     cu_ctx_destroy_v2 = c"cuCtxDestroy_v2" as CtxArgFn;
@@ -200,12 +244,12 @@ real_fns! { runtime_symbol:
     cuda_device_reset = c"cudaDeviceReset" as RtVoidFn;
 }
 
-/// The real `cuCtxSynchronize`, or "not initialised" without a driver.
+/// The real `cuCtxSynchronize`, or [`no_driver`]'s answer without a driver.
 pub fn sync_now() -> CUresult {
     match cu_ctx_synchronize() {
         // SAFETY: the driver's cuCtxSynchronize.
         Some(f) => unsafe { f() },
-        None => CUDA_ERROR_NOT_INITIALIZED,
+        None => no_driver(),
     }
 }
 

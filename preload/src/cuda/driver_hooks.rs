@@ -9,8 +9,8 @@ use resizealloc::device::StreamId;
 
 use super::driver::{
     self as drv, AllocAsyncFn, CUcontext, CUdevice, CUdeviceptr, CUresult, CUstream, FreeAsyncFn,
-    PoolAllocFn, CUDA_ERROR_NOT_FOUND, CUDA_ERROR_NOT_INITIALIZED, CUDA_SUCCESS,
-    CU_POINTER_ATTRIBUTE_RANGE_SIZE, CU_POINTER_ATTRIBUTE_RANGE_START_ADDR,
+    PoolAllocFn, CUDA_ERROR_NOT_FOUND, CUDA_SUCCESS, CU_POINTER_ATTRIBUTE_RANGE_SIZE,
+    CU_POINTER_ATTRIBUTE_RANGE_START_ADDR,
 };
 use super::pools::{self, pooled, stream_context, stream_id, with_owner, with_pool, SYNC_STREAM};
 
@@ -46,6 +46,17 @@ pub(super) fn pool_free(ptr: CUdeviceptr, stream: Option<StreamId>) -> Option<CU
     Some(r.map_or_else(pools::code, |()| CUDA_SUCCESS))
 }
 
+/// `cuInit`: the driver's. Without a driver in the process, `CUDA_ERROR_NO_DEVICE`, as a
+/// driver that finds no GPU answers, and every driver hook answers the same from then on.
+#[no_mangle]
+pub extern "C" fn cuInit(flags: c_uint) -> CUresult {
+    match drv::cu_init() {
+        // SAFETY: forwarded argument.
+        Some(f) => unsafe { f(flags) },
+        None => drv::init_without_driver(),
+    }
+}
+
 /// `cuMemAlloc_v2`.
 #[no_mangle]
 pub extern "C" fn cuMemAlloc_v2(dptr: *mut CUdeviceptr, size: usize) -> CUresult {
@@ -57,7 +68,7 @@ pub extern "C" fn cuMemAlloc_v2(dptr: *mut CUdeviceptr, size: usize) -> CUresult
     match drv::cu_mem_alloc_v2() {
         // SAFETY: forwarded arguments.
         Some(f) => unsafe { f(dptr, size) },
-        None => CUDA_ERROR_NOT_INITIALIZED,
+        None => drv::no_driver(),
     }
 }
 
@@ -70,7 +81,7 @@ pub extern "C" fn cuMemFree_v2(ptr: CUdeviceptr) -> CUresult {
     match drv::cu_mem_free_v2() {
         // SAFETY: not ours: forwarded.
         Some(f) => unsafe { f(ptr) },
-        None => CUDA_ERROR_NOT_INITIALIZED,
+        None => drv::no_driver(),
     }
 }
 
@@ -90,7 +101,7 @@ fn alloc_async(
     match real {
         // SAFETY: forwarded arguments.
         Some(f) => unsafe { f(dptr, size, stream) },
-        None => CUDA_ERROR_NOT_INITIALIZED,
+        None => drv::no_driver(),
     }
 }
 
@@ -106,7 +117,7 @@ fn free_async(
     match real {
         // SAFETY: not ours: forwarded.
         Some(f) => unsafe { f(ptr, stream) },
-        None => CUDA_ERROR_NOT_INITIALIZED,
+        None => drv::no_driver(),
     }
 }
 
@@ -153,7 +164,7 @@ pub extern "C" fn cuCtxSynchronize() -> CUresult {
 #[no_mangle]
 pub extern "C" fn cuStreamDestroy_v2(stream: CUstream) -> CUresult {
     let Some(f) = drv::cu_stream_destroy_v2() else {
-        return CUDA_ERROR_NOT_INITIALIZED;
+        return drv::no_driver();
     };
     pools::forget_stream(stream);
     // SAFETY: forwarded argument.
@@ -164,7 +175,7 @@ pub extern "C" fn cuStreamDestroy_v2(stream: CUstream) -> CUresult {
 #[no_mangle]
 pub extern "C" fn cuCtxDestroy_v2(ctx: CUcontext) -> CUresult {
     let Some(f) = drv::cu_ctx_destroy_v2() else {
-        return CUDA_ERROR_NOT_INITIALIZED;
+        return drv::no_driver();
     };
     // SAFETY: forwarded argument.
     pools::around_teardown(ctx, || unsafe { f(ctx) })
@@ -200,7 +211,7 @@ pub(super) fn primary_context_of(dev: CUdevice) -> CUcontext {
 #[no_mangle]
 pub extern "C" fn cuDevicePrimaryCtxReset_v2(dev: CUdevice) -> CUresult {
     let Some(f) = drv::cu_device_primary_ctx_reset_v2() else {
-        return CUDA_ERROR_NOT_INITIALIZED;
+        return drv::no_driver();
     };
     let ctx = primary_context_of(dev);
     // SAFETY: forwarded argument.
@@ -212,7 +223,7 @@ pub extern "C" fn cuDevicePrimaryCtxReset_v2(dev: CUdevice) -> CUresult {
 #[no_mangle]
 pub extern "C" fn cuDevicePrimaryCtxRelease_v2(dev: CUdevice) -> CUresult {
     let Some(f) = drv::cu_device_primary_ctx_release_v2() else {
-        return CUDA_ERROR_NOT_INITIALIZED;
+        return drv::no_driver();
     };
     let ctx = primary_context_of(dev);
     // SAFETY: forwarded argument.
@@ -251,7 +262,7 @@ pub extern "C" fn cuMemGetAddressRange_v2(
     match drv::cu_mem_get_address_range_v2() {
         // SAFETY: forwarded arguments.
         Some(f) => unsafe { f(base, size, ptr) },
-        None => CUDA_ERROR_NOT_INITIALIZED,
+        None => drv::no_driver(),
     }
 }
 
@@ -298,7 +309,7 @@ pub extern "C" fn cuPointerGetAttribute(
     match drv::cu_pointer_get_attribute() {
         // SAFETY: forwarded arguments.
         Some(f) => unsafe { f(data, attr, ptr) },
-        None => CUDA_ERROR_NOT_INITIALIZED,
+        None => drv::no_driver(),
     }
 }
 
@@ -314,7 +325,7 @@ pub extern "C" fn cuPointerGetAttributes(
     let r = match drv::cu_pointer_get_attributes() {
         // SAFETY: forwarded arguments.
         Some(f) => unsafe { f(count, attrs, data, ptr) },
-        None => return CUDA_ERROR_NOT_INITIALIZED,
+        None => return drv::no_driver(),
     };
     if r != CUDA_SUCCESS || attrs.is_null() || data.is_null() {
         return r;
@@ -365,7 +376,7 @@ fn mark_foreign(pool: *mut c_void) {
 #[no_mangle]
 pub extern "C" fn cuMemPoolCreate(pool: *mut *mut c_void, props: *const c_void) -> CUresult {
     let Some(f) = drv::cu_mem_pool_create() else {
-        return CUDA_ERROR_NOT_INITIALIZED;
+        return drv::no_driver();
     };
     // SAFETY: forwarded arguments.
     let r = unsafe { f(pool, props) };
@@ -394,7 +405,7 @@ pub extern "C" fn cuMemPoolSetAccess(
     count: usize,
 ) -> CUresult {
     let Some(f) = drv::cu_mem_pool_set_access() else {
-        return CUDA_ERROR_NOT_INITIALIZED;
+        return drv::no_driver();
     };
     // SAFETY: forwarded arguments.
     let r = unsafe { f(pool, map, count) };
@@ -421,7 +432,7 @@ fn alloc_from_pool(
     match real {
         // SAFETY: forwarded arguments.
         Some(f) => unsafe { f(dptr, size, mem_pool, stream) },
-        None => CUDA_ERROR_NOT_INITIALIZED,
+        None => drv::no_driver(),
     }
 }
 

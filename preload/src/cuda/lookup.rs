@@ -1,14 +1,23 @@
 //! How the hooks reach programs that do not call them by symbol: `cuGetProcAddress`/`_v2`
 //! (the route of cudart >= 12, cuda-python and cudarc), whose answers are swapped for the
 //! hooked names, and `dlsym`, overridden for the hooked names only.
+//!
+//! The overridden `dlsym` also keeps the library from looking like CUDA: a lookup of one of
+//! its CUDA exports in a process that has no real function of that name (no driver, or no
+//! cudart) answers NULL, with a `dlerror` message, as it would without the library. Probes
+//! that bind at load time (weak references, `dlvsym`, `RTLD_NEXT` lookups from objects loaded
+//! before the library) still see the exports; what those get back is what a real cudart and
+//! driver answer on a machine without a driver (see `driver::no_driver`, `driver::no_runtime`).
 
 use core::ffi::{c_char, c_int, c_void, CStr};
+use core::sync::atomic::{AtomicPtr, Ordering};
 
 use resizealloc::options;
 
 use super::driver::RESIZEALLOC_REAL_DLSYM;
-use super::driver::{self as drv, CUresult, CUDA_ERROR_NOT_INITIALIZED, CUDA_SUCCESS};
+use super::driver::{self as drv, CUresult, CUDA_SUCCESS};
 use super::driver_hooks::*;
+use super::runtime_hooks::*;
 
 const CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM: u64 = 2;
 
@@ -40,6 +49,58 @@ fn hook_by_symbol(name: &[u8]) -> *mut c_void {
         _ => core::ptr::null(),
     };
     f as *mut c_void
+}
+
+/// Our other CUDA exports, which `dlsym` never answers with a hook of its own: the runtime
+/// hooks and `cuInit`. The flag says whether the real function is the runtime's.
+fn other_export(name: &[u8]) -> Option<(*mut c_void, bool)> {
+    let (f, runtime): (*const (), bool) = match name {
+        b"cuInit" => (cuInit as *const (), false),
+        b"cudaMalloc" => (cudaMalloc as *const (), true),
+        b"cudaFree" => (cudaFree as *const (), true),
+        b"cudaMallocAsync" => (cudaMallocAsync as *const (), true),
+        b"cudaMallocAsync_ptsz" => (cudaMallocAsync_ptsz as *const (), true),
+        b"cudaFreeAsync" => (cudaFreeAsync as *const (), true),
+        b"cudaFreeAsync_ptsz" => (cudaFreeAsync_ptsz as *const (), true),
+        b"cudaDeviceSynchronize" => (cudaDeviceSynchronize as *const (), true),
+        b"cudaDeviceReset" => (cudaDeviceReset as *const (), true),
+        _ => return None,
+    };
+    Some((f as *mut c_void, runtime))
+}
+
+/// What `dlsym_filter` returns for "answer NULL": no function lives at address 1.
+const HIDDEN: *mut c_void = core::ptr::without_provenance_mut(1);
+
+/// `dlsym(handle, name)` for one of our CUDA exports (`own`) whose real function is nowhere in
+/// the process: what the real `dlsym` finds, unless that is our export, in which case NULL
+/// with the `dlerror` message of a failed lookup ([`HIDDEN`]). A definition that comes before
+/// us (the program's own, say a statically linked cudart) is still found.
+fn answer_without_real(handle: *mut c_void, name: *const c_char, own: *mut c_void) -> *mut c_void {
+    let real = drv::real_dlsym();
+    // SAFETY: the real dlsym, with the caller's handle and NUL-terminated name.
+    let p = unsafe { real(handle, name) };
+    if !p.is_null() && p != own {
+        return p;
+    }
+    if p == own {
+        // Leave the message a failed lookup leaves: look the name up where it is not.
+        static LIBC: AtomicPtr<c_void> = AtomicPtr::new(core::ptr::null_mut());
+        let mut libc_handle = LIBC.load(Ordering::Acquire);
+        if libc_handle.is_null() {
+            // SAFETY: NUL-terminated name; RTLD_NOLOAD only finds the loaded libc, which stays
+            // loaded for the life of the process (the handle is kept).
+            libc_handle =
+                unsafe { libc::dlopen(c"libc.so.6".as_ptr(), libc::RTLD_LAZY | libc::RTLD_NOLOAD) };
+            LIBC.store(libc_handle, Ordering::Release);
+        }
+        if !libc_handle.is_null() {
+            // SAFETY: a live handle and a NUL-terminated name no libc defines; only the error
+            // it leaves behind is wanted.
+            unsafe { real(libc_handle, name) };
+        }
+    }
+    HIDDEN
 }
 
 /// Our hook for a base name as `cuGetProcAddress` is asked for it, when the requested CUDA
@@ -99,7 +160,7 @@ pub extern "C" fn cuGetProcAddress(
     let r = match drv::cu_get_proc_address() {
         // SAFETY: forwarded arguments.
         Some(f) => unsafe { f(symbol, pfn, version, flags) },
-        None => return CUDA_ERROR_NOT_INITIALIZED,
+        None => return drv::no_driver(),
     };
     if r == CUDA_SUCCESS {
         swap_proc(symbol, pfn, version, flags);
@@ -119,7 +180,7 @@ pub extern "C" fn cuGetProcAddress_v2(
     let r = match drv::cu_get_proc_address_v2() {
         // SAFETY: forwarded arguments.
         Some(f) => unsafe { f(symbol, pfn, version, flags, status) },
-        None => return CUDA_ERROR_NOT_INITIALIZED,
+        None => return drv::no_driver(),
     };
     if r == CUDA_SUCCESS {
         swap_proc(symbol, pfn, version, flags);
@@ -128,7 +189,9 @@ pub extern "C" fn cuGetProcAddress_v2(
 }
 
 /// Decides whether `dlsym(handle, name)` should answer with one of our hooks; null means "ask
-/// the real dlsym". Called from the naked `dlsym` below, so it must not call `dlsym` itself.
+/// the real dlsym", [`HIDDEN`] means "answer NULL". Called from the naked `dlsym` below, so it
+/// must not call our `dlsym` itself (it calls the real one). `RTLD_NEXT` lookups depend on the
+/// caller's address, so they always go to the real dlsym.
 extern "C" fn dlsym_filter(handle: *mut c_void, name: *const c_char) -> *mut c_void {
     drv::real_dlsym(); // make sure the jump target exists
     if name.is_null() || handle == libc::RTLD_NEXT {
@@ -137,14 +200,36 @@ extern "C" fn dlsym_filter(handle: *mut c_void, name: *const c_char) -> *mut c_v
     // SAFETY: dlsym's contract: a NUL-terminated name. Only the first bytes are read before the
     // cheap reject.
     let (c0, c1) = unsafe { (*name as u8, if *name == 0 { 0 } else { *name.add(1) as u8 }) };
-    if c0 != b'c' || c1 != b'u' || !options::get().cuda {
+    if c0 != b'c' || c1 != b'u' {
         return core::ptr::null_mut();
     }
     // SAFETY: as above.
-    hook_by_symbol(unsafe { CStr::from_ptr(name) }.to_bytes())
+    let cname = unsafe { CStr::from_ptr(name) };
+    let bytes = cname.to_bytes();
+    let hook = hook_by_symbol(bytes);
+    if !hook.is_null() {
+        if drv::driver_symbol(cname).is_null() {
+            return answer_without_real(handle, name, hook);
+        }
+        return if options::get().cuda {
+            hook
+        } else {
+            core::ptr::null_mut()
+        };
+    }
+    match other_export(bytes) {
+        Some((own, true)) if drv::runtime_symbol(cname).is_null() => {
+            answer_without_real(handle, name, own)
+        }
+        Some((own, false)) if drv::driver_symbol(cname).is_null() => {
+            answer_without_real(handle, name, own)
+        }
+        _ => core::ptr::null_mut(),
+    }
 }
 
-/// `dlsym`: our hooks for the hooked names, the real `dlsym` for everything else. Naked, and
+/// `dlsym`: our hooks for the hooked names, NULL for our CUDA exports in a process without
+/// their real functions, the real `dlsym` for everything else. Naked, and
 /// the real one is reached with a jump, so glibc still sees the caller's return address (which
 /// `RTLD_NEXT` depends on).
 ///
@@ -165,6 +250,10 @@ pub unsafe extern "C" fn dlsym(handle: *mut c_void, name: *const c_char) -> *mut
         "jnz 2f",
         "jmp qword ptr [rip + {real}]",
         "2:",
+        "cmp rax, 1", // HIDDEN: answer NULL
+        "jne 3f",
+        "xor eax, eax",
+        "3:",
         "ret",
         filter = sym dlsym_filter,
         real = sym RESIZEALLOC_REAL_DLSYM,

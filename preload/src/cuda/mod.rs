@@ -6,12 +6,13 @@
 //!
 //! * `driver.rs`: the real driver and runtime functions, found without going through our hooks;
 //! * `pools.rs`: the pools, their lock, and what markers, syncs and context teardown do to them;
-//! * `driver_hooks.rs`: `cuMemAlloc_v2`, `cuMemFree_v2`, the async and from-pool variants (and
-//!   `_ptsz` forms), `cuCtxSynchronize`, context teardown, and the address-range queries;
+//! * `driver_hooks.rs`: `cuInit`, `cuMemAlloc_v2`, `cuMemFree_v2`, the async and from-pool
+//!   variants (and `_ptsz` forms), `cuCtxSynchronize`, context teardown, and the address-range
+//!   queries;
 //! * `runtime_hooks.rs`: `cudaMalloc`, `cudaFree`, `cudaMallocAsync`, `cudaFreeAsync` (and
 //!   `_ptsz`), `cudaDeviceSynchronize`, `cudaDeviceReset`, for programs that link cudart;
 //! * `lookup.rs`: the `cuGetProcAddress` and `dlsym` routes to the driver hooks (static cudart,
-//!   cuda-python, cudarc);
+//!   cuda-python, cudarc), and `dlsym` answering NULL for the exports in a process without CUDA;
 //! * `api.rs`: the C API for the pools (stats, trim).
 
 mod api;

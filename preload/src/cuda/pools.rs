@@ -28,7 +28,7 @@ impl Driver {
         }
         let (Some(push), Some(pop)) = (drv::cu_ctx_push_current_v2(), drv::cu_ctx_pop_current_v2())
         else {
-            return drv::CUDA_ERROR_NOT_INITIALIZED;
+            return drv::no_driver();
         };
         // SAFETY: the pool's own context (alive: a teardown takes the pool out first); the push
         // and the pop pair up, so the caller's current context is restored.
@@ -50,7 +50,7 @@ impl Backend for Driver {
 
     fn alloc(&mut self, bytes: usize) -> Result<DevPtr, CUresult> {
         let Some(f) = drv::cu_mem_alloc_v2() else {
-            return Err(drv::CUDA_ERROR_NOT_INITIALIZED);
+            return Err(drv::no_driver());
         };
         let mut p: DevPtr = 0;
         // SAFETY: valid out pointer.
@@ -62,7 +62,7 @@ impl Backend for Driver {
 
     fn free(&mut self, ptr: DevPtr) -> Result<(), CUresult> {
         let Some(f) = drv::cu_mem_free_v2() else {
-            return Err(drv::CUDA_ERROR_NOT_INITIALIZED);
+            return Err(drv::no_driver());
         };
         // SAFETY: `ptr` is a segment the pool got from the real driver.
         match self.in_context(|| unsafe { f(ptr) }) {
@@ -261,9 +261,11 @@ pub fn around_teardown(ctx: CUcontext, teardown: impl FnOnce() -> CUresult) -> C
     });
     let r = teardown();
     if r == CUDA_SUCCESS {
-        // Dropping a pool does not free its segments (see `DevicePool`); a pool created for
-        // the dying context while the call ran goes too.
-        drop(taken);
+        // The driver freed the segments with the context: forget them (a dropped pool would
+        // free them again). A pool created for the dying context while the call ran goes too.
+        if let Some((_, mut pool)) = taken {
+            pool.forget_segments();
+        }
         drop_pools_of(ctx);
     } else if let Some(entry) = taken {
         locked(|pools| pools.list.push(entry));
@@ -271,7 +273,8 @@ pub fn around_teardown(ctx: CUcontext, teardown: impl FnOnce() -> CUresult) -> C
     r
 }
 
-/// Forgets every pool of context `ctx`, whose memory the driver has freed.
+/// Forgets every pool of context `ctx`, whose memory the driver has freed (so the segments are
+/// forgotten, not freed).
 pub fn drop_pools_of(ctx: CUcontext) {
     if !any_pool() {
         return;
@@ -284,7 +287,9 @@ pub fn drop_pools_of(ctx: CUcontext) {
         pools.list = kept;
         gone
     });
-    drop(gone);
+    for (_, mut pool) in gone {
+        pool.forget_segments();
+    }
 }
 
 /// The calling thread entered a region and allocates device memory: every pool's region begins.

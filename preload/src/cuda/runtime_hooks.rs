@@ -19,7 +19,7 @@ use core::ffi::c_void;
 
 use super::driver::{
     self as drv, CUcontext, CUdevice, CUstream, CudaError, RtFreeAsyncFn, RtMallocAsyncFn,
-    CUDA_RT_ERROR_INITIALIZATION, CUDA_SUCCESS,
+    CUDA_SUCCESS,
 };
 use super::driver_hooks::{pool_alloc, pool_free, primary_context_of};
 use super::pools::{self, pooled, stream_context, stream_id, SYNC_STREAM};
@@ -36,7 +36,7 @@ pub extern "C" fn cudaMalloc(dev_ptr: *mut *mut c_void, size: usize) -> CudaErro
     match drv::cuda_malloc() {
         // SAFETY: forwarded arguments.
         Some(f) => unsafe { f(dev_ptr, size) },
-        None => CUDA_RT_ERROR_INITIALIZATION,
+        None => drv::no_runtime(),
     }
 }
 
@@ -52,7 +52,7 @@ pub extern "C" fn cudaFree(dev_ptr: *mut c_void) -> CudaError {
     match drv::cuda_free() {
         // SAFETY: forwarded argument.
         Some(f) => unsafe { f(dev_ptr) },
-        None => CUDA_RT_ERROR_INITIALIZATION,
+        None => drv::no_runtime(),
     }
 }
 
@@ -73,7 +73,7 @@ fn malloc_async(
     match real {
         // SAFETY: forwarded arguments.
         Some(f) => unsafe { f(dev_ptr, size, stream) },
-        None => CUDA_RT_ERROR_INITIALIZATION,
+        None => drv::no_runtime(),
     }
 }
 
@@ -92,7 +92,7 @@ fn free_async(
     match real {
         // SAFETY: forwarded arguments.
         Some(f) => unsafe { f(dev_ptr, stream) },
-        None => CUDA_RT_ERROR_INITIALIZATION,
+        None => drv::no_runtime(),
     }
 }
 
@@ -132,7 +132,7 @@ pub extern "C" fn cudaFreeAsync_ptsz(dev_ptr: *mut c_void, stream: CUstream) -> 
 #[no_mangle]
 pub extern "C" fn cudaDeviceSynchronize() -> CudaError {
     let Some(f) = drv::cuda_device_synchronize() else {
-        return CUDA_RT_ERROR_INITIALIZATION;
+        return drv::no_runtime();
     };
     // SAFETY: the real cudaDeviceSynchronize.
     pools::observe_sync(drv::current_context(), || unsafe { f() })
@@ -144,7 +144,7 @@ pub extern "C" fn cudaDeviceSynchronize() -> CudaError {
 #[no_mangle]
 pub extern "C" fn cudaDeviceReset() -> CudaError {
     let Some(f) = drv::cuda_device_reset() else {
-        return CUDA_RT_ERROR_INITIALIZATION;
+        return drv::no_runtime();
     };
     let ctx: CUcontext = current_device().map_or(core::ptr::null_mut(), primary_context_of);
     // SAFETY: the real cudaDeviceReset.
