@@ -24,10 +24,9 @@ use crate::malloc;
 
 // ------------------------------------------------------------------------------ __libc_*
 
-/// `__libc_malloc`: `malloc`.
-#[no_mangle]
-pub extern "C" fn __libc_malloc(size: usize) -> *mut c_void {
-    malloc::malloc(size)
+malloc::with_site! {
+    /// `__libc_malloc`: `malloc`.
+    fn __libc_malloc(size: usize) => malloc::malloc_at, "rsi"
 }
 
 /// `__libc_free`: `free` (arena blocks included).
@@ -36,16 +35,14 @@ pub extern "C" fn __libc_free(p: *mut c_void) {
     malloc::free(p)
 }
 
-/// `__libc_calloc`: `calloc`.
-#[no_mangle]
-pub extern "C" fn __libc_calloc(n: usize, size: usize) -> *mut c_void {
-    malloc::calloc(n, size)
+malloc::with_site! {
+    /// `__libc_calloc`: `calloc`.
+    fn __libc_calloc(n: usize, size: usize) => malloc::calloc_at, "rdx"
 }
 
-/// `__libc_realloc`: `realloc`.
-#[no_mangle]
-pub extern "C" fn __libc_realloc(p: *mut c_void, size: usize) -> *mut c_void {
-    malloc::realloc(p, size)
+malloc::with_site! {
+    /// `__libc_realloc`: `realloc`.
+    fn __libc_realloc(p: *mut c_void, size: usize) => malloc::realloc_at, "rdx"
 }
 
 /// `__libc_memalign`: `memalign`.
@@ -172,20 +169,20 @@ fn next_mallinfo2() -> Mallinfo2 {
 }
 
 /// `mallinfo2(3)`: the next allocator's figures plus the arenas'. Every arena (live, or kept by
-/// an exited thread's live blocks) counts as one mmapped region in `hblks`, and its committed
-/// bytes count in `hblkhd`, the way glibc counts a chunk it served with `mmap`: memory taken
-/// from the system and, as far as `mallinfo` can tell, in use (so `uordblks + hblkhd`, the
-/// usual "bytes in use", includes them). The arenas do not track their live bytes as one
-/// figure, so the committed bytes are the upper bound reported for them; `arena`, `uordblks`
-/// and `fordblks` stay the next allocator's own heap.
+/// an exited thread's live blocks) counts as one mmapped region in `hblks`, and its resident
+/// bytes (what it holds from the system; `resize_stats_get` also gives its live bytes) count in
+/// `hblkhd`, the way glibc counts a chunk it served with `mmap`: memory taken from the system
+/// and, as far as `mallinfo` can tell, in use (so `uordblks + hblkhd`, the usual "bytes in use",
+/// includes them); `arena`, `uordblks` and `fordblks` stay the next allocator's own heap.
 #[no_mangle]
 pub extern "C" fn mallinfo2() -> Mallinfo2 {
     let mut m = next_mallinfo2();
-    let p = resizealloc::stats().process;
+    let s = resizealloc::stats();
+    let p = s.process;
     m.hblks = m
         .hblks
         .wrapping_add((p.arenas_live + p.arenas_orphaned) as usize);
-    m.hblkhd = m.hblkhd.wrapping_add(p.arena_committed as usize);
+    m.hblkhd = m.hblkhd.wrapping_add(s.memory.process_resident as usize);
     m
 }
 

@@ -33,7 +33,7 @@ fn arena_alloc(size: usize, align: usize) -> *mut c_void {
 // into the next argument register and jump to the real entry point (two instructions).
 #[cfg(target_arch = "x86_64")]
 macro_rules! with_site {
-    ($(#[$doc:meta])* fn $name:ident($($arg:ident: $ty:ty),*) => $imp:ident, $reg:literal) => {
+    ($(#[$doc:meta])* fn $name:ident($($arg:ident: $ty:ty),*) => $imp:path, $reg:literal) => {
         $(#[$doc])*
         ///
         /// # Safety
@@ -51,7 +51,7 @@ macro_rules! with_site {
 }
 #[cfg(not(target_arch = "x86_64"))]
 macro_rules! with_site {
-    ($(#[$doc:meta])* fn $name:ident($($arg:ident: $ty:ty),*) => $imp:ident, $reg:literal) => {
+    ($(#[$doc:meta])* fn $name:ident($($arg:ident: $ty:ty),*) => $imp:path, $reg:literal) => {
         $(#[$doc])*
         #[no_mangle]
         pub extern "C" fn $name($($arg: $ty),*) -> *mut c_void {
@@ -60,13 +60,15 @@ macro_rules! with_site {
     };
 }
 
+pub(crate) use with_site;
+
 with_site! {
     /// `malloc(3)`. The inlined fast path calls nothing; everything else is one call.
     fn malloc(size: usize) => malloc_at, "rsi"
 }
 
 /// `malloc` for a caller at `site`.
-extern "C" fn malloc_at(size: usize, site: usize) -> *mut c_void {
+pub(crate) extern "C" fn malloc_at(size: usize, site: usize) -> *mut c_void {
     match router::route() {
         router::Route::Arena(a) => {
             // SAFETY: the thread's own active arena; size >= 1; MIN_ALIGN is a power of two.
@@ -142,7 +144,7 @@ with_site! {
     fn calloc(n: usize, size: usize) => calloc_at, "rdx"
 }
 
-extern "C" fn calloc_at(n: usize, size: usize, site: usize) -> *mut c_void {
+pub(crate) extern "C" fn calloc_at(n: usize, size: usize, site: usize) -> *mut c_void {
     let Some(total) = n.checked_mul(size) else {
         set_errno(libc::ENOMEM);
         return ptr::null_mut();
@@ -161,7 +163,7 @@ with_site! {
     fn realloc(p: *mut c_void, size: usize) => realloc_at, "rdx"
 }
 
-extern "C" fn realloc_at(p: *mut c_void, size: usize, site: usize) -> *mut c_void {
+pub(crate) extern "C" fn realloc_at(p: *mut c_void, size: usize, site: usize) -> *mut c_void {
     if p.is_null() {
         return malloc_at(size, site);
     }
