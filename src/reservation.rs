@@ -43,9 +43,15 @@ static TABLE: spin::Mutex<SlotTable> = spin::Mutex::new(SlotTable {
 pub static ARENA_DENIED: AtomicU64 = AtomicU64::new(0);
 
 /// True when `p` lies in the reservation. Cheap enough for every `free`.
+///
+/// `LEN` is read first, with Acquire: it is published last, with Release, after `BASE` and
+/// `SLOT_SHIFT`, so a thread that sees the reservation's length also sees its base. Reading
+/// them the other way round could, on a weakly ordered CPU (aarch64), pair the new length with
+/// the old zero base and accept every address below the length. (On x86-64 both are plain loads.)
 #[inline(always)]
 pub fn owns(p: *mut u8) -> bool {
-    (p as usize).wrapping_sub(BASE.load(Ordering::Relaxed)) < LEN.load(Ordering::Relaxed)
+    let len = LEN.load(Ordering::Acquire);
+    (p as usize).wrapping_sub(BASE.load(Ordering::Relaxed)) < len
 }
 
 /// The arena that owns `p`.
@@ -75,12 +81,45 @@ pub fn reserved_bytes() -> usize {
     LEN.load(Ordering::Relaxed)
 }
 
+/// The most address space the arenas may reserve under `RLIMIT_AS`: an eighth of the limit, so
+/// the program keeps the rest (a `malloc` outside regions never fails because of us). `None`
+/// when there is no limit.
+pub fn address_space_budget() -> Option<usize> {
+    let mut lim = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: `lim` is a valid out pointer.
+    if unsafe { libc::getrlimit(libc::RLIMIT_AS, &mut lim) } != 0
+        || lim.rlim_cur == libc::RLIM_INFINITY
+    {
+        return None;
+    }
+    Some((lim.rlim_cur / 8) as usize)
+}
+
+/// The smallest slot an arena can live in (metadata plus a few granules).
+const MIN_SLOT: usize = 4 << 20;
+
 fn init_locked(table: &mut SlotTable, slot_size: usize, reserve_bytes: usize) -> bool {
     if LEN.load(Ordering::Relaxed) != 0 {
         return true;
     }
     if table.init_failed {
         return false;
+    }
+    let (mut slot_size, mut reserve_bytes) = (slot_size, reserve_bytes);
+    if let Some(budget) = address_space_budget() {
+        // Under an address-space limit, reserve at most the budget (aligning the mapping costs
+        // one more slot), with slots shrunk to fit at least one.
+        reserve_bytes = reserve_bytes.min(budget / 2);
+        while slot_size > MIN_SLOT && slot_size > reserve_bytes {
+            slot_size /= 2;
+        }
+        if slot_size > reserve_bytes {
+            table.init_failed = true;
+            return false;
+        }
     }
     let mut slots = (reserve_bytes / slot_size).clamp(1, MAX_SLOTS);
     while slots >= 1 {

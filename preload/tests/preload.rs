@@ -118,6 +118,34 @@ fn workers_that_reach_glibc_first_exit_cleanly() {
 }
 
 #[test]
+fn the_reservation_leaves_rlimit_as_to_the_program() {
+    use std::os::unix::process::CommandExt;
+    let exe = compile("rlimit");
+    for mode in ["on", "process"] {
+        let mut cmd = Command::new(&exe);
+        // SAFETY: setrlimit is async-signal-safe; the closure touches no shared state.
+        unsafe {
+            cmd.pre_exec(|| {
+                let lim = libc::rlimit {
+                    rlim_cur: 1 << 30,
+                    rlim_max: 1 << 30,
+                };
+                if libc::setrlimit(libc::RLIMIT_AS, &lim) == 0 {
+                    Ok(())
+                } else {
+                    Err(std::io::Error::last_os_error())
+                }
+            })
+        };
+        let out = preloaded(
+            cmd,
+            &[("RESIZEALLOC_REGION", mode), ("RESIZEALLOC_MAX_SIZE", "64M")],
+        );
+        assert_ok(&out, &format!("rlimit.c, RESIZEALLOC_REGION={mode}"));
+    }
+}
+
+#[test]
 fn fork_inside_a_region() {
     let out = preloaded(Command::new(compile("fork")), &[]);
     assert_ok(&out, "fork.c");
