@@ -5,8 +5,10 @@
  * small: 20,000 live blocks (x scale) of 16-128 B, 2M steps (x scale).
  * log:   20,000 live blocks (x scale) of 16 B-64 KiB, log-uniform (about 160 MB live at
  *        scale 1), 200k steps (x scale).
- * Each step is one region under resizealloc's markers: check and free a random block, allocate
- * its replacement (which escapes the region).
+ * Each step is one region under resizealloc's markers that replaces a random block (the
+ * replacement escapes the region): three steps in four check it, free it and malloc the new
+ * one; one in eight callocs the new one instead (and checks that it is zero); one in eight
+ * reallocs the old block to the new size (and checks that the common prefix survived).
  */
 #include "membench.h"
 
@@ -32,10 +34,30 @@ int main(int argc, char **argv) {
     double t1 = mb_now();
     for (long k = 0; k < steps; k++) {
         long i = (long)(mb_next(&r) % (uint64_t)live);
+        uint64_t kind = mb_next(&r) % 8;
+        size_t n = SIZE();
         mb_region_begin();
-        mb_check_free(slot[i], KEY(i));
+        size_t old = mb_check(slot[i], KEY(i));
+        if (kind == 0) { /* calloc */
+            free(slot[i]);
+            unsigned char *p = calloc(1, n);
+            if (!p) return 2;
+            for (size_t j = 0; j < n; j++)
+                if (p[j]) mb_corrupt("calloc memory not zero", KEY(i), p, j);
+            slot[i] = p;
+        } else if (kind == 1) { /* realloc */
+            size_t keep = old < n ? old : n;
+            uint64_t before = mb_sum(slot[i], keep);
+            void *p = realloc(slot[i], n);
+            if (!p) return 2;
+            if (mb_sum(p, keep) != before) mb_corrupt("realloc lost the prefix", KEY(i), p, 0);
+            slot[i] = p;
+        } else {
+            free(slot[i]);
+            slot[i] = mb_xmalloc(n);
+        }
         gen[i]++;
-        slot[i] = mb_block(SIZE(), KEY(i));
+        mb_fill(slot[i], n, KEY(i));
         mb_region_end();
     }
     double t2 = mb_now();

@@ -122,6 +122,14 @@ static inline size_t mb_check(const void *p, uint64_t key) {
     return n;
 }
 
+/* A checksum of the first n bytes of p. */
+static inline uint64_t mb_sum(const void *p, size_t n) {
+    const unsigned char *b = (const unsigned char *)p;
+    uint64_t h = 1469598103934665603ULL;
+    for (size_t i = 0; i < n; i++) h = (h ^ b[i]) * 1099511628211ULL;
+    return h;
+}
+
 /* Checks, then frees; returns the size. */
 static inline size_t mb_check_free(void *p, uint64_t key) {
     size_t n = mb_check(p, key);

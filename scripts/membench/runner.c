@@ -7,6 +7,8 @@
  *   maxrss_kib=<ru_maxrss of the child, from wait4> wall_s=<seconds> status=<exit code, or
  *   128+signal>
  * ru_maxrss of a child that runs other programs (a shell) is the largest of them, not a sum.
+ * It also counts the RSS the child had between fork and exec, a copy of its parent's: that is
+ * why the runner (about 1 MiB) forks the program, not a big parent such as a test binary.
  * The runner exits with the child's status.
  */
 #define _GNU_SOURCE
