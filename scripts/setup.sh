@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Installs what building and testing need on a fresh Debian machine (idempotent; root or sudo).
 #   C compiler for the test programs, the real programs the tests run (sqlite3, xz, git,
-#   python3), and mimalloc for the chaining test. Rust itself comes with the machine (rustup).
+#   python3), mimalloc for the chaining test, and jemalloc and tcmalloc, which the benchmarks
+#   (scripts/bench.sh, scripts/mem_bench.sh) compare against. Rust itself comes with the
+#   machine (rustup).
 set -euo pipefail
 need=()
 command -v cc >/dev/null || need+=(gcc libc6-dev)
@@ -10,6 +12,8 @@ command -v xz >/dev/null || need+=(xz-utils)
 command -v git >/dev/null || need+=(git)
 command -v python3 >/dev/null || need+=(python3)
 [ -e /usr/lib/x86_64-linux-gnu/libmimalloc.so.2 ] || need+=(libmimalloc2.0)
+[ -e /usr/lib/x86_64-linux-gnu/libjemalloc.so.2 ] || need+=(libjemalloc2)
+[ -e /usr/lib/x86_64-linux-gnu/libtcmalloc_minimal.so.4 ] || need+=(libtcmalloc-minimal4)
 if [ ${#need[@]} -gt 0 ]; then
   SUDO=""; [ "$(id -u)" -eq 0 ] || SUDO=sudo
   echo "setup: installing ${need[*]}"
