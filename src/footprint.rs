@@ -14,7 +14,7 @@
 //! * `planned`: the capacity the resize policy planned for the next region (markers mode: the
 //!   region's peak, Bumper.jl's contract; process mode: the small initial capacity only);
 //! * `live`: the bytes of the arena's live blocks, headers included;
-//! * `FACTOR` = 5/4 and `SLACK` = 4 MiB per arena: at most a quarter more than the live bytes,
+//! * `FACTOR` = 5/4 and `SLACK` = 2 MiB per arena: at most a quarter more than the live bytes,
 //!   about the fragmentation a size-class allocator such as glibc's carries.
 //!
 //! The arena enforces it where resident memory grows: before its bump pointer enters a granule
@@ -33,7 +33,7 @@ use crate::arena::GRANULE;
 pub const FACTOR_NUM: usize = 5;
 pub const FACTOR_DEN: usize = 4;
 /// Resident bytes every arena may hold whatever is live (per arena).
-pub const SLACK: usize = 4 << 20;
+pub const SLACK: usize = 2 << 20;
 
 /// How many resident bytes an arena may hold with `live` live bytes and `planned` bytes of
 /// planned capacity.

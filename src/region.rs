@@ -38,6 +38,8 @@ pub struct ThreadState {
     arena: Cell<*const Arena>,
     depth: Cell<u32>,
     flags: Cell<u8>,
+    /// Process mode: frees to the next allocator left before the front end looks at its heap.
+    next_frees_left: Cell<u32>,
 }
 
 impl ThreadState {
@@ -55,6 +57,7 @@ impl ThreadState {
             arena: Cell::new(ptr::null()),
             depth: Cell::new(0),
             flags: Cell::new(0),
+            next_frees_left: Cell::new(0),
         }
     }
 }
@@ -146,6 +149,22 @@ pub(crate) const MODE_PROCESS: u8 = 2;
 pub(crate) const MODE_OFF: u8 = 4;
 /// Modes the pass-through allocation path must look at.
 pub(crate) const MODE_ATTENTION: u8 = MODE_UNINIT | MODE_PROCESS;
+
+/// Frees to the next allocator between two looks at its heap (see `router::note_next_free`).
+pub const NEXT_FREES_PER_CHECK: u32 = 1024;
+
+/// Counts one free to the next allocator; true every [`NEXT_FREES_PER_CHECK`] of them.
+#[inline(always)]
+pub(crate) fn count_next_free() -> bool {
+    let ts = state();
+    let left = ts.next_frees_left.get();
+    if left > 1 {
+        ts.next_frees_left.set(left - 1);
+        return false;
+    }
+    ts.next_frees_left.set(NEXT_FREES_PER_CHECK);
+    true
+}
 
 /// Called by [`options::set`].
 pub(crate) fn mode_changed(m: RegionMode) {

@@ -153,6 +153,14 @@ fn attention_arena() -> *const Arena {
     region::join_process(region::state())
 }
 
+/// Counts a free that went to the next allocator: true once every
+/// `region::NEXT_FREES_PER_CHECK` such frees of a process-mode thread, when the front end
+/// should look at the next allocator's heap (process mode routes long-lived data there).
+#[inline(always)]
+pub fn note_next_free() -> bool {
+    MODE.load(Ordering::Relaxed) & MODE_PROCESS != 0 && region::count_next_free()
+}
+
 /// True when `p` is an arena block (one range check).
 #[inline(always)]
 pub fn owns(p: *mut u8) -> bool {

@@ -213,15 +213,61 @@ type TrimFn = unsafe extern "C" fn(usize) -> c_int;
 /// `malloc_trim(pad)`. Returns 1 when either released memory, else 0.
 #[no_mangle]
 pub extern "C" fn malloc_trim(pad: usize) -> c_int {
-    let before = resizealloc::stats().thread.arena_committed;
+    let before = resizealloc::stats().memory.thread_resident;
     resizealloc::trim();
-    let ours = resizealloc::stats().thread.arena_committed < before;
+    let ours = resizealloc::stats().memory.thread_resident < before;
     let theirs = match NEXT_MALLOC_TRIM.get() {
         // SAFETY: the next object's `malloc_trim`, which has this signature.
         Some(f) => (unsafe { core::mem::transmute::<*mut c_void, TrimFn>(f)(pad) }) != 0,
         None => false,
     };
     c_int::from(ours || theirs)
+}
+
+// ------------------------------------------------------------------------------ process mode
+
+/// Free bytes the next allocator may keep before process mode asks it to trim.
+const NEXT_FREE_LIMIT: usize = 32 << 20;
+/// At most one look at the next allocator's heap per this many milliseconds.
+const NEXT_CHECK_MS: u64 = 100;
+static LAST_NEXT_CHECK_MS: AtomicUsize = AtomicUsize::new(0);
+
+/// Process mode sends long-lived blocks to the next allocator, so a phase of long-lived data is
+/// freed into glibc's heap, which returns memory only from its top: a few small blocks above
+/// a freed 500 MB phase keep all of it resident. Every so many frees to the next allocator
+/// (`router::note_next_free`), at most every 100 ms, this looks at its free bytes and, past
+/// 32 MiB and more than it has in use, asks it to give free pages back (`malloc_trim(0)`,
+/// which `madvise`s the free chunks inside the heap too).
+#[cold]
+#[inline(never)]
+pub fn check_next_heap() {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: `ts` is a valid out pointer; the coarse clock is a vDSO read.
+    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC_COARSE, &mut ts) };
+    let now = ts.tv_sec as u64 * 1000 + ts.tv_nsec as u64 / 1_000_000;
+    let last = LAST_NEXT_CHECK_MS.load(Ordering::Relaxed) as u64;
+    if now.saturating_sub(last) < NEXT_CHECK_MS
+        || LAST_NEXT_CHECK_MS
+            .compare_exchange(
+                last as usize,
+                now as usize,
+                Ordering::Relaxed,
+                Ordering::Relaxed,
+            )
+            .is_err()
+    {
+        return;
+    }
+    let m = next_mallinfo2();
+    if m.fordblks > NEXT_FREE_LIMIT && m.fordblks > m.uordblks {
+        if let Some(f) = NEXT_MALLOC_TRIM.get() {
+            // SAFETY: the next object's `malloc_trim`, which has this signature.
+            unsafe { core::mem::transmute::<*mut c_void, TrimFn>(f)(0) };
+        }
+    }
 }
 
 // ------------------------------------------------------------------------------ reports

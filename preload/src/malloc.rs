@@ -113,6 +113,9 @@ pub extern "C" fn free(p: *mut c_void) {
     if !router::owns(p as *mut u8) {
         if !p.is_null() {
             real::free(p);
+            if router::note_next_free() {
+                crate::glibc_compat::check_next_heap();
+            }
         }
         return;
     }

@@ -139,7 +139,10 @@ fn the_reservation_leaves_rlimit_as_to_the_program() {
         };
         let out = preloaded(
             cmd,
-            &[("RESIZEALLOC_REGION", mode), ("RESIZEALLOC_MAX_SIZE", "64M")],
+            &[
+                ("RESIZEALLOC_REGION", mode),
+                ("RESIZEALLOC_MAX_SIZE", "64M"),
+            ],
         );
         assert_ok(&out, &format!("rlimit.c, RESIZEALLOC_REGION={mode}"));
     }
