@@ -2,15 +2,25 @@
 #![deny(clippy::undocumented_unsafe_blocks)]
 #![deny(unsafe_op_in_unsafe_fn)]
 
+// The public face: `ResizeAlloc`, the region functions and guard, `stats`, `trim` (re-exported
+// below) and the device pool. The modules marked `doc(hidden)` are the internals that the preload
+// front end (`preload/`) and the integration tests reach; everything in them that could break
+// soundness from safe code is an `unsafe fn` with its obligations, or crate-private (see the
+// compile-fail examples in `reservation.rs`).
+#[doc(hidden)]
 pub mod arena;
 pub mod device;
-pub mod footprint;
+mod footprint;
 mod global;
-pub mod lifetime;
+mod lifetime;
+#[doc(hidden)]
 pub mod options;
+#[doc(hidden)]
 pub mod os;
 pub mod region;
+#[doc(hidden)]
 pub mod reservation;
+#[doc(hidden)]
 pub mod router;
 pub mod stats;
 

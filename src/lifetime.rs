@@ -20,7 +20,10 @@
 //!   than short: it sets the score to [`MAX`], and only [`MAX`] − [`LONG`] + 1 weighted short
 //!   samples bring the site back.
 //! * **Probes.** A site routed away sends one allocation in [`PROBE_EVERY`] to the arena anyway,
-//!   sampled, so that a site whose behaviour changes is learned again.
+//!   sampled, so that a site whose behaviour changes is learned again. Each probe that turns out
+//!   long-lived doubles the site's interval, up to [`PROBE_EVERY`] × 2^[`PROBE_BACKOFF_MAX`]: a
+//!   probe that lives long pins a granule, and a loader's table would otherwise pin one per
+//!   [`PROBE_EVERY`] records.
 //!
 //! A wrong guess costs memory (bounded by footprint.rs) or speed, never correctness: every block
 //! is freed to whoever served it, whatever the table says by then.
@@ -43,11 +46,15 @@ pub const MAX: u8 = 255;
 pub const SAMPLE_EVERY: u32 = 8;
 /// A site routed away sends one allocation in this many to the arena as a probe.
 pub const PROBE_EVERY: u32 = 256;
+/// Probe intervals double at most this many times.
+pub const PROBE_BACKOFF_MAX: u8 = 8;
 /// Short evidence from a probe weighs this many ordinary samples (it stands for
 /// `PROBE_EVERY` allocations that went elsewhere).
 pub const PROBE_WEIGHT: u8 = 8;
 
 static SCORES: [AtomicU8; SITES] = [const { AtomicU8::new(0) }; SITES];
+/// Per site: how many times its probe interval has doubled.
+static PROBE_BACKOFF: [AtomicU8; SITES] = [const { AtomicU8::new(0) }; SITES];
 static BECAME_LONG: AtomicU64 = AtomicU64::new(0);
 static BECAME_SHORT: AtomicU64 = AtomicU64::new(0);
 
@@ -66,11 +73,23 @@ pub fn predicts_long(key: u32) -> bool {
     SCORES[key as usize & (SITES - 1)].load(Ordering::Relaxed) >= LONG
 }
 
-/// A sampled block of this site outlived the arena's lap.
-pub fn learn_long(key: u32) {
-    let s = &SCORES[key as usize & (SITES - 1)];
-    if s.swap(MAX, Ordering::Relaxed) < LONG {
+/// Allocations of a long site between two probes.
+#[inline]
+pub fn probe_interval(key: u32) -> u32 {
+    PROBE_EVERY << PROBE_BACKOFF[key as usize & (SITES - 1)].load(Ordering::Relaxed)
+}
+
+/// A sampled block of this site outlived the arena's lap; `probe` when it was a probe.
+pub fn learn_long(key: u32, probe: bool) {
+    let k = key as usize & (SITES - 1);
+    if SCORES[k].swap(MAX, Ordering::Relaxed) < LONG {
         BECAME_LONG.fetch_add(1, Ordering::Relaxed);
+    }
+    if probe {
+        let b = PROBE_BACKOFF[k].load(Ordering::Relaxed);
+        if b < PROBE_BACKOFF_MAX {
+            PROBE_BACKOFF[k].store(b + 1, Ordering::Relaxed);
+        }
     }
 }
 
@@ -85,6 +104,7 @@ pub fn learn_short(key: u32, weight: u8) {
     s.store(new, Ordering::Relaxed);
     if old >= LONG && new < LONG {
         BECAME_SHORT.fetch_add(1, Ordering::Relaxed);
+        PROBE_BACKOFF[key as usize & (SITES - 1)].store(0, Ordering::Relaxed);
     }
 }
 
@@ -109,7 +129,7 @@ mod tests {
     fn long_evidence_outweighs_short() {
         let k = key(0x1234_5678, 100);
         assert!(!predicts_long(k));
-        learn_long(k);
+        learn_long(k, false);
         assert!(predicts_long(k));
         for _ in 0..(MAX - LONG) {
             learn_short(k, 1);
@@ -120,6 +140,22 @@ mod tests {
         );
         learn_short(k, 1);
         assert!(!predicts_long(k));
+    }
+
+    #[test]
+    fn long_probes_back_off_and_a_short_site_starts_over() {
+        let k = key(0x7777_0000, 64);
+        assert_eq!(probe_interval(k), PROBE_EVERY);
+        for i in 1..=PROBE_BACKOFF_MAX as u32 + 2 {
+            learn_long(k, true);
+            let want = PROBE_EVERY << i.min(PROBE_BACKOFF_MAX as u32);
+            assert_eq!(probe_interval(k), want);
+        }
+        for _ in 0..=(MAX - LONG) {
+            learn_short(k, 1);
+        }
+        assert!(!predicts_long(k));
+        assert_eq!(probe_interval(k), PROBE_EVERY);
     }
 
     #[test]

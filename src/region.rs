@@ -150,10 +150,12 @@ pub(crate) const MODE_OFF: u8 = 4;
 /// Modes the pass-through allocation path must look at.
 pub(crate) const MODE_ATTENTION: u8 = MODE_UNINIT | MODE_PROCESS;
 
-/// Frees to the next allocator between two looks at its heap (see `router::note_next_free`).
+/// Frees to the next allocator between two looks at its heap, at least (see
+/// `router::note_next_free`).
 pub const NEXT_FREES_PER_CHECK: u32 = 1024;
 
-/// Counts one free to the next allocator; true every [`NEXT_FREES_PER_CHECK`] of them.
+/// Counts one free to the next allocator; true when the countdown set by
+/// [`set_next_free_countdown`] (initially [`NEXT_FREES_PER_CHECK`]) runs out.
 #[inline(always)]
 pub(crate) fn count_next_free() -> bool {
     let ts = state();
@@ -164,6 +166,14 @@ pub(crate) fn count_next_free() -> bool {
     }
     ts.next_frees_left.set(NEXT_FREES_PER_CHECK);
     true
+}
+
+/// The calling thread's next look at the next allocator's heap comes after `frees` more frees
+/// to it (at least [`NEXT_FREES_PER_CHECK`]).
+pub fn set_next_free_countdown(frees: usize) {
+    state()
+        .next_frees_left
+        .set(frees.clamp(NEXT_FREES_PER_CHECK as usize, u32::MAX as usize) as u32);
 }
 
 /// Called by [`options::set`].

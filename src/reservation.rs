@@ -7,6 +7,29 @@
 //!
 //! The slot table is a bitmap under a spin lock: slots are taken when a thread first enters a
 //! region and given back when an exited thread's last block is freed, both rare.
+//!
+//! Safe code cannot get hold of an arena, whose owner-only state two threads could otherwise
+//! corrupt. Taking a slot is crate-private:
+//!
+//! ```compile_fail,E0603
+//! let cfg = resizealloc::arena::ArenaConfig::default();
+//! let arena = resizealloc::reservation::acquire_arena(1 << 30, 1 << 34, cfg);
+//! ```
+//!
+//! building one is `unsafe` (its caller promises one owner thread):
+//!
+//! ```compile_fail,E0133
+//! let cfg = resizealloc::arena::ArenaConfig::default();
+//! let arena = resizealloc::arena::Arena::create(1 << 40, 1 << 30, cfg);
+//! ```
+//!
+//! and the thread's own arena is only ever a raw pointer:
+//!
+//! ```compile_fail,E0133
+//! if let resizealloc::router::Route::Arena(a) = resizealloc::router::route() {
+//!     let p = (*a).alloc_slow(64, 16);
+//! }
+//! ```
 
 use core::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 
@@ -151,7 +174,9 @@ fn init_locked(table: &mut SlotTable, slot_size: usize, reserve_bytes: usize) ->
 
 /// Takes a free slot and builds an arena in it. Reserves the address space on first use.
 /// Returns `None` when no arena can be had; the caller then passes allocations through.
-pub fn acquire_arena(
+/// Crate-private: the arena it returns belongs to the calling thread (see `region.rs`), and its
+/// owner-only methods must never be reached from another thread.
+pub(crate) fn acquire_arena(
     slot_size: usize,
     reserve_bytes: usize,
     cfg: ArenaConfig,
@@ -181,7 +206,7 @@ pub fn acquire_arena(
 /// # Safety
 /// `arena` came from [`acquire_arena`], its owner has exited and no block of it is live
 /// (the caller won [`Arena::orphan`] or [`Arena::free_remote`]'s release claim).
-pub unsafe fn release_arena(arena: &'static Arena) {
+pub(crate) unsafe fn release_arena(arena: &'static Arena) {
     let mut table = TABLE.lock();
     let i = arena.slot_index.load(Ordering::Relaxed);
     add_stats(&mut table.retired, &arena.stats());
@@ -245,8 +270,11 @@ pub fn fork_prepare() {
 }
 
 /// Fork support: the parent and the child both release the lock taken in [`fork_prepare`].
-pub fn fork_finish() {
-    // SAFETY: called once after `fork_prepare`, in the thread that took the lock (or its copy in
-    // the child), so the lock is held by us.
+///
+/// # Safety
+/// Called once after [`fork_prepare`], by the thread that called it (or its copy in the child):
+/// the lock is then held by that call and nobody else.
+pub unsafe fn fork_finish() {
+    // SAFETY: the caller's obligation: the lock is held by our own `fork_prepare`.
     unsafe { TABLE.force_unlock() };
 }

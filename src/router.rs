@@ -85,6 +85,9 @@ pub fn alloc_slow(size: usize, align: usize) -> *mut u8 {
 #[cold]
 #[inline(never)]
 pub fn alloc_slow_at(size: usize, align: usize, site: usize) -> *mut u8 {
+    if size == 0 || !align.is_power_of_two() {
+        return ptr::null_mut(); // safe to call with anything: bad requests are the next allocator's
+    }
     let ts = region::state();
     let a = region::active_arena(ts);
     if !a.is_null() {
@@ -94,13 +97,17 @@ pub fn alloc_slow_at(size: usize, align: usize, site: usize) -> *mut u8 {
     if region::predicted_arena(ts).is_null() && attention_arena().is_null() {
         return ptr::null_mut();
     }
-    alloc_predicted(size, align, site)
+    // SAFETY: size and align checked above.
+    unsafe { alloc_predicted(size, align, site) }
 }
 
 /// The [`Route::Predict`] path: the lifetime predictor decides between the thread's arena and
 /// the next allocator (null). `site` is the caller's return address, or 0 when unknown.
+///
+/// # Safety
+/// `size >= 1`; `align` is a power of two.
 #[inline(never)]
-pub fn alloc_predicted(size: usize, align: usize, site: usize) -> *mut u8 {
+pub unsafe fn alloc_predicted(size: usize, align: usize, site: usize) -> *mut u8 {
     let a = region::predicted_arena(region::state());
     if a.is_null() {
         return ptr::null_mut();

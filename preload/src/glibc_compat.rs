@@ -228,40 +228,19 @@ pub extern "C" fn malloc_trim(pad: usize) -> c_int {
 
 /// Free bytes the next allocator may keep before process mode asks it to trim.
 const NEXT_FREE_LIMIT: usize = 32 << 20;
-/// At most one look at the next allocator's heap per this many milliseconds.
-const NEXT_CHECK_MS: u64 = 100;
-static LAST_NEXT_CHECK_MS: AtomicUsize = AtomicUsize::new(0);
 
 /// Process mode sends long-lived blocks to the next allocator, so a phase of long-lived data is
 /// freed into glibc's heap, which returns memory only from its top: a few small blocks above
 /// a freed 500 MB phase keep all of it resident. Every so many frees to the next allocator
-/// (`router::note_next_free`), at most every 100 ms, this looks at its free bytes and, past
-/// 32 MiB and more than it has in use, asks it to give free pages back (`malloc_trim(0)`,
-/// which `madvise`s the free chunks inside the heap too).
+/// (`router::note_next_free`) this looks at its free bytes and, past 32 MiB and more than it has
+/// in use, asks it to give free pages back (`malloc_trim(0)`, which `madvise`s the free chunks
+/// inside the heap too). Reading the figures walks glibc's free chunks, so the next look comes
+/// after at least as many frees as there are free chunks: amortised, one step per free.
 #[cold]
 #[inline(never)]
 pub fn check_next_heap() {
-    let mut ts = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    // SAFETY: `ts` is a valid out pointer; the coarse clock is a vDSO read.
-    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC_COARSE, &mut ts) };
-    let now = ts.tv_sec as u64 * 1000 + ts.tv_nsec as u64 / 1_000_000;
-    let last = LAST_NEXT_CHECK_MS.load(Ordering::Relaxed) as u64;
-    if now.saturating_sub(last) < NEXT_CHECK_MS
-        || LAST_NEXT_CHECK_MS
-            .compare_exchange(
-                last as usize,
-                now as usize,
-                Ordering::Relaxed,
-                Ordering::Relaxed,
-            )
-            .is_err()
-    {
-        return;
-    }
     let m = next_mallinfo2();
+    resizealloc::region::set_next_free_countdown(m.ordblks.saturating_add(m.smblks));
     if m.fordblks > NEXT_FREE_LIMIT && m.fordblks > m.uordblks {
         if let Some(f) = NEXT_MALLOC_TRIM.get() {
             // SAFETY: the next object's `malloc_trim`, which has this signature.

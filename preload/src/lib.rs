@@ -11,6 +11,9 @@
 //!   override;
 //! * this file: the constructor (options, exit summary, fork handlers).
 
+#![deny(clippy::undocumented_unsafe_blocks)]
+#![deny(unsafe_op_in_unsafe_fn)]
+
 mod capi;
 #[cfg(target_arch = "x86_64")]
 mod cuda;
@@ -58,13 +61,15 @@ extern "C" fn fork_prepare() {
 }
 
 extern "C" fn fork_parent() {
-    reservation::fork_finish();
+    // SAFETY: pthread_atfork runs this after `fork_prepare`, in the thread that forked.
+    unsafe { reservation::fork_finish() };
     #[cfg(target_arch = "x86_64")]
     cuda::fork_finish();
 }
 
 extern "C" fn fork_child() {
-    reservation::fork_finish();
+    // SAFETY: as in `fork_parent`, in the child's copy of the thread that forked.
+    unsafe { reservation::fork_finish() };
     #[cfg(target_arch = "x86_64")]
     cuda::fork_finish();
 }

@@ -97,7 +97,8 @@ fn malloc_slow(size: usize, site: usize) -> *mut c_void {
 /// Process mode (and regions that leave blocks behind): the predictor picks the side.
 #[inline(never)]
 fn malloc_predicted(size: usize, site: usize) -> *mut c_void {
-    let p = router::alloc_predicted(size.max(1), MIN_ALIGN, site);
+    // SAFETY: size at least 1, MIN_ALIGN a power of two.
+    let p = unsafe { router::alloc_predicted(size.max(1), MIN_ALIGN, site) };
     if !p.is_null() {
         return p as *mut c_void;
     }

@@ -277,8 +277,10 @@ unsafe fn write_range_attribute(
     (start, len): (u64, usize),
 ) -> bool {
     match attr {
-        CU_POINTER_ATTRIBUTE_RANGE_START_ADDR => *(data as *mut CUdeviceptr) = start,
-        CU_POINTER_ATTRIBUTE_RANGE_SIZE => *(data as *mut usize) = len,
+        // SAFETY: the caller's obligation: `data` is writable for the attribute's 8-byte type.
+        CU_POINTER_ATTRIBUTE_RANGE_START_ADDR => unsafe { *(data as *mut CUdeviceptr) = start },
+        // SAFETY: as above.
+        CU_POINTER_ATTRIBUTE_RANGE_SIZE => unsafe { *(data as *mut usize) = len },
         _ => return false,
     }
     true
