@@ -3,6 +3,7 @@
 # run the same binary (scripts/bench_alloc.c), interleaved over ROUNDS rounds; each cell is the
 # median over rounds. Writes target/bench/results.md and target/bench/chart.png.
 #   ROUNDS=3 (default)   BENCH_ARGS="--quick" (passed to bench_alloc)
+#   BASELINE_SO=path     an older libresizealloc.so, measured as the extra column "before"
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -45,6 +46,9 @@ for spec in mimalloc:libmimalloc.so.2 jemalloc:libjemalloc.so.2 tcmalloc:libtcma
 done
 ((missing)) && echo "  install with: apt-get install -y libmimalloc2.0 libjemalloc2 libtcmalloc-minimal4" >&2
 NAMES+=(resizealloc); PRELOAD[resizealloc]=$SO
+# BASELINE_SO=/path/to/an/older/libresizealloc.so adds it as the column "before", interleaved in
+# the same rounds: the way to show that a change did not make the region workloads slower.
+if [[ -n ${BASELINE_SO:-} ]]; then NAMES+=(before); PRELOAD[before]=$BASELINE_SO; fi
 # "forwarder": a preloaded library that only forwards to glibc (scripts/bench_forwarder.c): what
 # any interposer costs. "floor": the same binary with --floor (bump from a static buffer, no
 # frees): the work alone.
@@ -92,7 +96,7 @@ END {
         for (i = 1; i <= na; i++) {
             med[A[i]] = median(wl SUBSEP A[i]); x = med[A[i]]
             line = line " " fmt(x == "" ? "" : x / div) " |"
-            if (A[i] != "resizealloc" && A[i] != "floor" && A[i] != "forwarder" && x != "" && (best == "" || (higher ? x > best : x < best))) best = x
+            if (A[i] != "resizealloc" && A[i] != "before" && A[i] != "floor" && A[i] != "forwarder" && x != "" && (best == "" || (higher ? x > best : x < best))) best = x
         }
         rz = med["resizealloc"]; gl = med["glibc"]; sp = ""; rg = ""
         if (rz != "" && best != "" && rz > 0 && wl != "thread_scaling" && wl != "peak_rss_kib") sp = higher ? rz / best : best / rz

@@ -333,6 +333,8 @@ pub struct Arena {
     /// Clock value of the next survivor sweep.
     next_sweep: Cell<u64>,
     sample_countdown: Cell<u32>,
+    /// xorshift state for the gaps between samples (never zero).
+    sample_rng: Cell<u32>,
     probe_countdown: Cell<u32>,
     /// Addresses of sampled blocks still live (0: empty); a free of one clears its entry.
     ring: [AtomicUsize; RING],
@@ -480,6 +482,7 @@ impl Arena {
             alloc_clock: OwnerCounter::default(),
             next_sweep: Cell::new(SWEEP_MIN as u64),
             sample_countdown: Cell::new(1),
+            sample_rng: Cell::new((slot_base >> GRANULE_SHIFT) as u32 | 1),
             probe_countdown: Cell::new(1),
             ring: [const { AtomicUsize::new(0) }; RING],
             ring_words: [const { Cell::new(0) }; RING],
@@ -1491,6 +1494,11 @@ impl Arena {
         // The clock counts every request, wherever it goes: ages are in bytes the program
         // allocated, not bytes the arena served.
         self.alloc_clock.add((size + HEADER) as u64);
+        if self.alloc_clock.get() >= self.next_sweep.get() {
+            // Here, not only when sampling: a closed arena samples nothing, and its survivors
+            // are exactly the evidence it needs.
+            self.sweep();
+        }
         let mut probe = false;
         if lifetime::predicts_long(key) {
             let n = self.probe_countdown.get();
@@ -1516,13 +1524,26 @@ impl Arena {
         let n = self.sample_countdown.get();
         if probe || n <= 1 {
             if !probe {
-                self.sample_countdown.set(lifetime::SAMPLE_EVERY);
+                self.sample_countdown.set(self.next_sample_gap());
             }
             self.sample(p as usize, size, key, probe);
         } else {
             self.sample_countdown.set(n - 1);
         }
         p
+    }
+
+    /// Allocations until the next sample: uniform in `1..2 * SAMPLE_EVERY`, so that a loop whose
+    /// period divides a fixed interval cannot hide one of its sites from the sampler (a loop of
+    /// one temporary and one kept block, sampled every 8th, only ever saw the temporary).
+    fn next_sample_gap(&self) -> u32 {
+        // xorshift32
+        let mut x = self.sample_rng.get();
+        x ^= x << 13;
+        x ^= x >> 17;
+        x ^= x << 5;
+        self.sample_rng.set(x);
+        1 + x % (2 * lifetime::SAMPLE_EVERY - 1)
     }
 
     /// Makes the fresh block `p` a sampled one: records its site and birth in its header and in
@@ -1547,9 +1568,6 @@ impl Arena {
         unsafe {
             hdr.add(1).write(w.0 as usize);
             hdr.write(size | TAG_SAMPLED << SIZE_BITS);
-        }
-        if clock >= self.next_sweep.get() {
-            self.sweep();
         }
     }
 
@@ -1578,6 +1596,8 @@ impl Arena {
     }
 
     /// Looks at every sampled block still live: those older than a lap are long evidence.
+    #[cold]
+    #[inline(never)]
     fn sweep(&self) {
         for i in 0..RING {
             self.judge_ring_entry(i);

@@ -10,7 +10,7 @@
 //!   Score 0 means "short-lived" (the arena serves it); at [`LONG`] or above the site is routed to
 //!   the next allocator, which reuses holes. Reads and writes are relaxed: a lost update only
 //!   delays learning.
-//! * **Evidence.** One allocation in [`SAMPLE_EVERY`] is *sampled*: its header records its site and
+//! * **Evidence.** One allocation in [`SAMPLE_EVERY`] (at random gaps) is *sampled*: its header records its site and
 //!   its birth on the arena's allocation clock (bytes allocated since the arena started; a region
 //!   end counts as a whole lap). A sampled block freed within a lap of the arena is short
 //!   evidence; one freed later, or found still alive a lap after its birth by the arena's
@@ -47,7 +47,7 @@ pub const SAMPLE_EVERY: u32 = 8;
 /// A site routed away sends one allocation in this many to the arena as a probe.
 pub const PROBE_EVERY: u32 = 256;
 /// Probe intervals double at most this many times.
-pub const PROBE_BACKOFF_MAX: u8 = 8;
+pub const PROBE_BACKOFF_MAX: u8 = 4;
 /// Short evidence from a probe weighs this many ordinary samples (it stands for
 /// `PROBE_EVERY` allocations that went elsewhere).
 pub const PROBE_WEIGHT: u8 = 8;

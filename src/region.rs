@@ -38,8 +38,11 @@ pub struct ThreadState {
     arena: Cell<*const Arena>,
     depth: Cell<u32>,
     flags: Cell<u8>,
-    /// Process mode: frees to the next allocator left before the front end looks at its heap.
+    /// Process mode: frees to the next allocator left before the next sampled one.
     next_frees_left: Cell<u32>,
+    /// Process mode: estimated bytes freed to the next allocator, not yet added to the front
+    /// end's process-wide count.
+    next_freed_bytes: Cell<u64>,
 }
 
 impl ThreadState {
@@ -58,6 +61,7 @@ impl ThreadState {
             depth: Cell::new(0),
             flags: Cell::new(0),
             next_frees_left: Cell::new(0),
+            next_freed_bytes: Cell::new(0),
         }
     }
 }
@@ -150,12 +154,13 @@ pub(crate) const MODE_OFF: u8 = 4;
 /// Modes the pass-through allocation path must look at.
 pub(crate) const MODE_ATTENTION: u8 = MODE_UNINIT | MODE_PROCESS;
 
-/// Frees to the next allocator between two looks at its heap, at least (see
-/// `router::note_next_free`).
-pub const NEXT_FREES_PER_CHECK: u32 = 1024;
+/// One free to the next allocator in this many is sampled (see `router::note_next_free`).
+pub const NEXT_FREE_SAMPLE: u32 = 16;
+/// A thread adds its estimate of bytes freed to the next allocator to the front end's count in
+/// batches of this many.
+pub const NEXT_FREED_BATCH: u64 = 4 << 20;
 
-/// Counts one free to the next allocator; true when the countdown set by
-/// [`set_next_free_countdown`] (initially [`NEXT_FREES_PER_CHECK`]) runs out.
+/// Counts one free to the next allocator; true for one in [`NEXT_FREE_SAMPLE`].
 #[inline(always)]
 pub(crate) fn count_next_free() -> bool {
     let ts = state();
@@ -164,16 +169,21 @@ pub(crate) fn count_next_free() -> bool {
         ts.next_frees_left.set(left - 1);
         return false;
     }
-    ts.next_frees_left.set(NEXT_FREES_PER_CHECK);
+    ts.next_frees_left.set(NEXT_FREE_SAMPLE);
     true
 }
 
-/// The calling thread's next look at the next allocator's heap comes after `frees` more frees
-/// to it (at least [`NEXT_FREES_PER_CHECK`]).
-pub fn set_next_free_countdown(frees: usize) {
-    state()
-        .next_frees_left
-        .set(frees.clamp(NEXT_FREES_PER_CHECK as usize, u32::MAX as usize) as u32);
+/// Adds `bytes` to the calling thread's estimate of bytes freed to the next allocator; returns
+/// a batch of at least [`NEXT_FREED_BATCH`] bytes (and starts over) when there is one.
+pub fn add_next_freed(bytes: u64) -> Option<u64> {
+    let ts = state();
+    let sum = ts.next_freed_bytes.get() + bytes;
+    if sum < NEXT_FREED_BATCH {
+        ts.next_freed_bytes.set(sum);
+        return None;
+    }
+    ts.next_freed_bytes.set(0);
+    Some(sum)
 }
 
 /// Called by [`options::set`].

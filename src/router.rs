@@ -160,9 +160,9 @@ fn attention_arena() -> *const Arena {
     region::join_process(region::state())
 }
 
-/// Counts a free that went to the next allocator: true once every
-/// `region::NEXT_FREES_PER_CHECK` such frees of a process-mode thread, when the front end
-/// should look at the next allocator's heap (process mode routes long-lived data there).
+/// Counts a free that is going to the next allocator: true for one in
+/// `region::NEXT_FREE_SAMPLE` such frees of a process-mode thread, which the front end then
+/// measures (process mode routes long-lived data there, and watches how much is freed back).
 #[inline(always)]
 pub fn note_next_free() -> bool {
     MODE.load(Ordering::Relaxed) & MODE_PROCESS != 0 && region::count_next_free()

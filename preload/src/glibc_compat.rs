@@ -18,9 +18,10 @@
 
 use core::ffi::{c_char, c_int, c_void, CStr};
 use core::fmt::Write;
-use core::sync::atomic::{AtomicUsize, Ordering};
+use core::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 
 use crate::malloc;
+use crate::real;
 
 // ------------------------------------------------------------------------------ __libc_*
 
@@ -228,19 +229,45 @@ pub extern "C" fn malloc_trim(pad: usize) -> c_int {
 
 /// Free bytes the next allocator may keep before process mode asks it to trim.
 const NEXT_FREE_LIMIT: usize = 32 << 20;
+/// Estimated bytes freed to the next allocator so far (sampled, process mode).
+static NEXT_FREED: AtomicU64 = AtomicU64::new(0);
+/// `NEXT_FREED` and the bytes process mode had sent to the next allocator at the last look.
+static LOOKED_FREED: AtomicU64 = AtomicU64::new(0);
+static LOOKED_SENT: AtomicU64 = AtomicU64::new(0);
 
 /// Process mode sends long-lived blocks to the next allocator, so a phase of long-lived data is
 /// freed into glibc's heap, which returns memory only from its top: a few small blocks above
-/// a freed 500 MB phase keep all of it resident. Every so many frees to the next allocator
-/// (`router::note_next_free`) this looks at its free bytes and, past 32 MiB and more than it has
-/// in use, asks it to give free pages back (`malloc_trim(0)`, which `madvise`s the free chunks
-/// inside the heap too). Reading the figures walks glibc's free chunks, so the next look comes
-/// after at least as many frees as there are free chunks: amortised, one step per free.
+/// a freed 500 MB phase keep all of it resident.
+///
+/// One free to the next allocator in 16 (`router::note_next_free`) is measured here
+/// (`malloc_usable_size`), and threads add up their estimates in 4 MiB batches. When 32 MiB more
+/// have been freed to it than process mode sent it since the last time allocation caught up
+/// with the frees, the heap may hold a freed phase: then, and only then, its figures are read (`mallinfo2` walks its free chunks) and, when it holds more
+/// than 32 MiB free and more free than in use, it is asked to give free pages back
+/// (`malloc_trim(0)`, which `madvise`s the free chunks inside the heap too). Steady churn frees
+/// what it allocates and never gets there.
 #[cold]
 #[inline(never)]
-pub fn check_next_heap() {
+pub fn sample_next_free(p: *mut c_void) {
+    let bytes = real::usable_size(p) as u64 * resizealloc::region::NEXT_FREE_SAMPLE as u64;
+    let Some(batch) = resizealloc::region::add_next_freed(bytes) else {
+        return;
+    };
+    let freed = NEXT_FREED.fetch_add(batch, Ordering::Relaxed) + batch;
+    let m = resizealloc::stats().memory;
+    let sent = m.bytes_routed_away + m.bytes_turned_away;
+    let freed_since = freed.saturating_sub(LOOKED_FREED.load(Ordering::Relaxed));
+    let sent_since = sent.saturating_sub(LOOKED_SENT.load(Ordering::Relaxed));
+    if freed_since <= sent_since || freed_since - sent_since >= NEXT_FREE_LIMIT as u64 {
+        // Allocation caught up with the frees (steady churn: start counting again), or 32 MiB
+        // net have been freed since it last did (a phase is ending: look).
+        LOOKED_FREED.store(freed, Ordering::Relaxed);
+        LOOKED_SENT.store(sent, Ordering::Relaxed);
+    }
+    if freed_since < sent_since + NEXT_FREE_LIMIT as u64 {
+        return;
+    }
     let m = next_mallinfo2();
-    resizealloc::region::set_next_free_countdown(m.ordblks.saturating_add(m.smblks));
     if m.fordblks > NEXT_FREE_LIMIT && m.fordblks > m.uordblks {
         if let Some(f) = NEXT_MALLOC_TRIM.get() {
             // SAFETY: the next object's `malloc_trim`, which has this signature.

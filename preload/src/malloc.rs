@@ -113,10 +113,10 @@ pub extern "C" fn free(p: *mut c_void) {
     // sends them on.
     if !router::owns(p as *mut u8) {
         if !p.is_null() {
-            real::free(p);
             if router::note_next_free() {
-                crate::glibc_compat::check_next_heap();
+                crate::glibc_compat::sample_next_free(p);
             }
+            real::free(p);
         }
         return;
     }

@@ -149,6 +149,15 @@ fn the_reservation_leaves_rlimit_as_to_the_program() {
 }
 
 #[test]
+fn routing_changes_mid_run_lose_nothing() {
+    let out = preloaded(
+        Command::new(compile("routing")),
+        &[("RESIZEALLOC_REGION", "process")],
+    );
+    assert_ok(&out, "routing.c");
+}
+
+#[test]
 fn fork_inside_a_region() {
     let out = preloaded(Command::new(compile("fork")), &[]);
     assert_ok(&out, "fork.c");
