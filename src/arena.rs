@@ -710,6 +710,7 @@ impl Arena {
     /// committed and free.
     fn extend_run(&self, need_end: usize) -> Result<(), Stop> {
         let mut run_end = self.run_end.get();
+        let mut dirty_end = 0;
         let result = loop {
             if run_end >= need_end {
                 break Ok(());
@@ -721,11 +722,17 @@ impl Arena {
             if self.live(g) != 0 {
                 break Err(Stop::Pinned(run_end));
             }
-            if !self.enter_granule(g, run_end) {
-                break Err(Stop::Bound);
+            match self.enter_granule(g) {
+                None => break Err(Stop::Bound),
+                Some(true) => dirty_end = run_end + GRANULE,
+                Some(false) => {}
             }
             run_end += GRANULE;
         };
+        if dirty_end > self.zero_from.get() {
+            // Resident memory may hold old contents: not known to be zero.
+            self.zero_from.set(dirty_end);
+        }
         self.run_end.set(run_end);
         if run_end > self.used_end.get() {
             self.used_end.set(run_end);
@@ -978,14 +985,15 @@ impl Arena {
     #[cold]
     #[inline(never)]
     fn uncount_span(&self, first: usize, last: usize) -> usize {
-        let mut emptied = 0;
         for g in first..=last {
             // SAFETY: granule of this slot; owner thread only.
-            let count = unsafe { &mut *self.local.add(g) };
-            *count -= 1;
-            emptied += (*count == 0) as usize;
+            unsafe { *self.local.add(g) -= 1 };
         }
-        emptied
+        // Granules strictly inside a block's span hold no other block: they are empty now. Only
+        // the ends can be shared. (Remote frees are not looked at: this feeds a trigger.)
+        // SAFETY: as above.
+        let empty = |g: usize| unsafe { *self.local.add(g) == 0 } as usize;
+        (last - first).saturating_sub(1) + empty(first) + if last > first { empty(last) } else { 0 }
     }
 
     /// Frees a block from a thread that does not own the arena. Returns `true` when this free
@@ -1352,25 +1360,25 @@ impl Arena {
         self.resident_granules.get() as usize
     }
 
-    /// The run is about to enter granule `g`, which starts at `addr` and holds no live block.
-    /// Counts it resident if it was not, when the bound allows; false when it does not.
+    /// The run is about to enter granule `g`, which holds no live block. Counts it resident if
+    /// it was not, when the bound allows: `Some(true)` when it was resident already (it may
+    /// hold old contents), `Some(false)` when it is newly resident (it reads as zero), `None`
+    /// when the bound does not allow it.
     #[inline]
-    fn enter_granule(&self, g: usize, addr: usize) -> bool {
+    fn enter_granule(&self, g: usize) -> Option<bool> {
         // SAFETY: granule of this slot; owner thread only.
         let touched = unsafe { &mut *self.touched.add(g) };
         if *touched != 0 {
-            // Resident memory may hold old contents: not known to be zero.
-            self.zero_from.set(addr + GRANULE);
-            return true;
+            return Some(true);
         }
         if self.closed.get()
             || !footprint::may_enter(self.resident(), self.allowance(self.pending_bytes.get()))
         {
-            return false;
+            return None;
         }
         *touched = 1;
         self.resident_granules.add(1);
-        true
+        Some(false)
     }
 
     /// The bound stopped the run: gives back every free granule, and closes the arena when that
@@ -1450,7 +1458,7 @@ impl Arena {
     #[inline]
     fn look_at_remote_frees(&self) {
         let freed = self.remote_bytes.load(Ordering::Relaxed) - self.remote_seen.get();
-        if freed as usize >= (self.resident() * GRANULE / 4).max(1 << 20) {
+        if freed != 0 && freed as usize >= (self.resident() * GRANULE / 4).max(1 << 20) {
             self.look_at_bound();
         }
     }

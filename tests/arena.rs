@@ -553,3 +553,40 @@ fn a_site_whose_blocks_outlive_a_lap_is_learned_long_whatever_the_loop_period() 
         free(a, p);
     }
 }
+
+#[test]
+fn an_exiting_owner_gives_back_every_granule_its_survivors_do_not_touch() {
+    // 10 MiB of temporaries in one region, one small block kept; the owner exits.
+    let a = arena(ArenaConfig {
+        initial_capacity: 16 << 20,
+        ..ArenaConfig::default()
+    });
+    let mut temps = Vec::new();
+    let mut kept = std::ptr::null_mut();
+    for i in 0..640 {
+        let p = alloc(a, 16 << 10, 16);
+        // SAFETY: fresh block of 16 KiB.
+        unsafe { p.write_bytes(1, 16 << 10) };
+        temps.push(p);
+        if i == 320 {
+            kept = alloc(a, 64, 16);
+        }
+    }
+    for p in temps {
+        free(a, p);
+    }
+    assert!(a.stats().resident_bytes >= 10 << 20);
+    assert!(!a.orphan(), "a live block keeps the arena");
+    let s = a.stats();
+    assert!(
+        s.resident_bytes <= 2 * GRANULE as u64,
+        "orphaned arena keeps {} bytes for one 64-byte block",
+        s.resident_bytes
+    );
+    assert!(s.given_back_granules >= 600);
+    // SAFETY: a live block of `a`, freed once by a thread that does not own it (the owner is gone).
+    assert!(
+        unsafe { a.free_remote(kept) },
+        "the last free releases the arena"
+    );
+}
