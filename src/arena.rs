@@ -66,6 +66,9 @@ const TAG_SAMPLED: usize = 0xA111;
 const ORPHANED: u64 = 1 << 63;
 const TAG_FREED: usize = 0xF4EE;
 
+/// Granules owner frees empty between two looks at the bound, at least.
+const EMPTIED_MIN: usize = 64;
+
 /// Planned capacities from this size on are advised to use transparent huge pages.
 const HUGE_PAGE_CAPACITY: usize = 4 << 20;
 
@@ -315,8 +318,8 @@ pub struct Arena {
     closed: Cell<bool>,
     /// Requests turned away since the closed arena last looked at its bound.
     turned_away: Cell<u32>,
-    /// Granules emptied by owner frees since the last look at the bound.
-    emptied: Cell<usize>,
+    /// Granules owner frees may empty before the next look at the bound.
+    emptied_left: Cell<usize>,
     /// `remote_bytes` when the owner last looked at the bound.
     remote_seen: Cell<u64>,
     /// `alloc_clock` at the last purge that `make_room` did (0: none yet).
@@ -472,7 +475,7 @@ impl Arena {
             pending_bytes: Cell::new(0),
             closed: Cell::new(false),
             turned_away: Cell::new(0),
-            emptied: Cell::new(0),
+            emptied_left: Cell::new(EMPTIED_MIN),
             remote_seen: Cell::new(0),
             last_purge_clock: Cell::new(0),
             resident_granules: OwnerCounter::default(),
@@ -938,7 +941,7 @@ impl Arena {
         let emptied = *count == 0;
         self.live_local_bytes.sub((size + HEADER) as u64);
         if !self.lifo_release(hdr, p + size) && emptied {
-            self.granule_emptied();
+            self.granules_emptied(1);
         }
         self.debug_check();
         true
@@ -975,8 +978,7 @@ impl Arena {
         let emptied = self.uncount_span(self.granule(hdr), self.granule(p + size - 1));
         self.live_local_bytes.sub((size + HEADER) as u64);
         if !self.lifo_release(hdr, p + size) && emptied > 0 {
-            self.emptied.set(self.emptied.get() + emptied - 1);
-            self.granule_emptied();
+            self.granules_emptied(emptied);
         }
         self.debug_check();
     }
@@ -1052,7 +1054,7 @@ impl Arena {
                 // Shrinking off whole granules: they stop counting this block, so they can be
                 // reused and given back; the last block also hands its tail to the bump pointer.
                 let emptied = self.uncount_span(new_last + 1, old_last);
-                self.emptied.set(self.emptied.get() + emptied);
+                self.granules_emptied(emptied);
             }
             if align_up(p + old_size, MIN_ALIGN) == self.top.get()
                 && hdr as usize >= self.run_start.get()
@@ -1442,14 +1444,15 @@ impl Arena {
         self.spill(size)
     }
 
-    /// Owner frees emptied a granule (not by LIFO): after enough of them, frees may have left
-    /// more resident memory than the bound allows (a phase ended).
-    #[cold]
-    #[inline(never)]
-    fn granule_emptied(&self) {
-        let n = self.emptied.get() + 1;
-        self.emptied.set(n);
-        if n.saturating_mul(GRANULE) >= (self.resident() * GRANULE / 4).max(1 << 20) {
+    /// Owner frees emptied `n` granules (not by LIFO): after a quarter of the resident granules
+    /// (at least 64), frees may have left more resident memory than the bound allows (a phase
+    /// ended).
+    #[inline(always)]
+    fn granules_emptied(&self, n: usize) {
+        let left = self.emptied_left.get();
+        if left > n {
+            self.emptied_left.set(left - n);
+        } else {
             self.look_at_bound();
         }
     }
@@ -1468,7 +1471,8 @@ impl Arena {
     #[cold]
     #[inline(never)]
     fn look_at_bound(&self) {
-        self.emptied.set(0);
+        self.emptied_left
+            .set((self.resident() / 4).max(EMPTIED_MIN));
         self.turned_away.set(0);
         self.remote_seen
             .set(self.remote_bytes.load(Ordering::Relaxed));
