@@ -15,6 +15,8 @@
 //! The library is the one cargo built for this test run (`target/<profile>/libresizealloc.so`),
 //! or `$RESIZEALLOC_SO` when set.
 
+mod common;
+
 use std::collections::HashMap;
 use std::fs::File;
 use std::path::{Path, PathBuf};
@@ -22,37 +24,11 @@ use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Mutex, OnceLock};
 
+use common::{library, work_dir};
+
 const MIB_KIB: u64 = 1024;
 /// What the phase program may still hold once its phase is over (KiB).
 const PHASE_AFTER_LIMIT_KIB: u64 = 64 * MIB_KIB;
-
-fn target_profile_dir() -> PathBuf {
-    // target/<profile>/deps/memory-<hash>
-    let exe = std::env::current_exe().unwrap();
-    exe.parent().unwrap().parent().unwrap().to_path_buf()
-}
-
-fn library() -> PathBuf {
-    if let Some(p) = std::env::var_os("RESIZEALLOC_SO") {
-        return PathBuf::from(p);
-    }
-    let so = target_profile_dir().join("libresizealloc.so");
-    assert!(
-        so.exists(),
-        "{} is missing: build it with `cargo build -p resizealloc-preload`",
-        so.display()
-    );
-    so
-}
-
-fn work_dir() -> &'static Path {
-    static DIR: OnceLock<PathBuf> = OnceLock::new();
-    DIR.get_or_init(|| {
-        let d = target_profile_dir().join("memory-tests");
-        std::fs::create_dir_all(&d).unwrap();
-        d
-    })
-}
 
 /// Compiles `scripts/membench/<name>.c` (once per test run; tests of the same program share
 /// it) and returns the executable. The markers are found with dlsym, so nothing links the
