@@ -246,6 +246,10 @@ enum Stop {
 /// * `limit == min(run_end, cap_end)`; the fast path serves only `[top, limit)`.
 /// * `run_end`, `cap_end`, `committed_end` are granule aligned.
 /// * `local[g] - remote[g]` is the number of live blocks whose counted span touches granule `g`.
+/// * `touched[g] == 1` for every granule of the current run and every granule with a live
+///   block; `resident_granules` is the number of granules with `touched[g] == 1` (the memory
+///   bound's measure, see footprint.rs). A granule with `touched[g] == 0` holds no pages.
+/// * `[max(zero_from, highest top of the run), run_end)` reads as zero.
 ///
 /// Only the owner thread touches the `Cell` fields; other threads touch only the atomics (remote
 /// frees, stats reads, the orphan handshake).
