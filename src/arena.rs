@@ -326,8 +326,9 @@ pub struct Arena {
     emptied_left: Cell<usize>,
     /// `remote_bytes` when the owner last looked at the bound.
     remote_seen: Cell<u64>,
-    /// `alloc_clock` at the last purge that `make_room` did (0: none yet).
+    /// `alloc_clock` at the last purge that `purge_due` allowed, if `purged_once`.
     last_purge_clock: Cell<u64>,
+    purged_once: Cell<bool>,
     resident_granules: OwnerCounter,
     given_back_granules: OwnerCounter,
     closures: OwnerCounter,
@@ -357,6 +358,8 @@ pub struct Arena {
     live_at_reset: Cell<u64>,
     routed_at_reset: Cell<u64>,
     bytes_routed_away: OwnerCounter,
+    /// Bytes sent to the next allocator not yet added to `SENT_TO_NEXT`.
+    sent_unpublished: Cell<u64>,
 
     // --- readable by any thread ---
     capacity_bytes: OwnerCounter,
@@ -482,6 +485,7 @@ impl Arena {
             emptied_left: Cell::new(EMPTIED_MIN),
             remote_seen: Cell::new(0),
             last_purge_clock: Cell::new(0),
+            purged_once: Cell::new(false),
             resident_granules: OwnerCounter::default(),
             given_back_granules: OwnerCounter::default(),
             closures: OwnerCounter::default(),
@@ -500,6 +504,7 @@ impl Arena {
             live_at_reset: Cell::new(0),
             routed_at_reset: Cell::new(0),
             bytes_routed_away: OwnerCounter::default(),
+            sent_unpublished: Cell::new(0),
             capacity_bytes: OwnerCounter::default(),
             high_water: OwnerCounter::default(),
             overflow_allocs: OwnerCounter::default(),
@@ -529,6 +534,11 @@ impl Arena {
     /// First byte of the slot this arena lives in.
     pub fn slot_base(&self) -> usize {
         self.slot_base
+    }
+
+    /// End of the memory the arena has made readable and writable (metadata and data).
+    pub(crate) fn committed_end(&self) -> usize {
+        self.committed_end.get()
     }
 
     #[inline(always)]
@@ -1236,6 +1246,9 @@ impl Arena {
         self.skipped.set(0);
         self.spill_bytes.set(0);
         self.checkpoint_depth.set(0);
+        // The allocation clock also paces purges: regions that do not predict move it by what
+        // they consumed.
+        self.alloc_clock.add(peak as u64);
         self.predictor_region_end();
         // Escapes may have left more resident memory than the bound allows.
         self.look_at_bound();
@@ -1269,9 +1282,11 @@ impl Arena {
     /// Bytes of this arena's live blocks, headers included (any thread; exact on the owner
     /// thread up to remote frees in flight, which only lower it).
     pub fn live_bytes(&self) -> u64 {
+        // On the owner thread `local >= remote` always holds. Another thread may read `local`,
+        // then see remote frees of blocks allocated after that read: saturate instead of wrap.
         self.live_local_bytes
             .get()
-            .wrapping_sub(self.remote_bytes.load(Ordering::Acquire))
+            .saturating_sub(self.remote_bytes.load(Ordering::Acquire))
     }
 
     fn recent_peak_max(&self) -> usize {
@@ -1300,15 +1315,11 @@ impl Arena {
             let keep = (keep_lo <= addr && addr < keep_hi) || self.live(g) != 0;
             // SAFETY: granule of this slot; the touched table is owner-only, and we are the owner
             // (or the exiting owner).
-            let touched = unsafe { &mut *self.touched.add(g) };
-            if !keep && *touched != 0 {
-                *touched = 0;
-                self.resident_granules.sub(1);
-                self.given_back_granules.add(1);
+            let resident = unsafe { *self.touched.add(g) } != 0;
+            if !keep && resident {
                 batch_from.get_or_insert(addr);
             } else if let Some(start) = batch_from.take() {
-                // SAFETY: `[start, addr)` are free granules of our slot.
-                unsafe { os::discard(start, addr - start) };
+                self.discard_granules(start, addr);
             }
             if keep {
                 last_kept_end = addr + GRANULE;
@@ -1316,22 +1327,51 @@ impl Arena {
             addr += GRANULE;
         }
         if let Some(start) = batch_from {
-            // SAFETY: `[start, committed_end)` are free granules of our slot.
-            unsafe { os::discard(start, committed_end - start) };
+            self.discard_granules(start, committed_end);
         }
         let tail = last_kept_end
             .max(self.run_end.get())
             .max(self.data_start + self.planned_bytes())
             .max(align_up(self.top.get(), GRANULE));
-        if tail < committed_end {
-            // SAFETY: `[tail, committed_end)` holds no live block and lies past the run.
-            unsafe { os::decommit(tail, committed_end - tail) };
-            self.set_committed_end(tail);
-            if self.cap_end.get() > tail {
-                // Process mode, whose capacity follows what is committed.
-                self.set_capacity_end(tail);
+        // Only granules that are not resident (given back just now, or never entered) may be
+        // decommitted: a resident one still holds its pages.
+        let mut tail_ok = tail;
+        while tail_ok < committed_end
+            // SAFETY: granule of this slot; owner thread.
+            && unsafe { *self.touched.add(self.granule(tail_ok)) } == 0
+        {
+            tail_ok += GRANULE;
+        }
+        if tail < committed_end && tail_ok == committed_end {
+            // SAFETY: `[tail, committed_end)` holds no live block, lies past the run, and its
+            // granules are not resident.
+            if unsafe { os::decommit(tail, committed_end - tail) } {
+                self.set_committed_end(tail);
+                if self.cap_end.get() > tail {
+                    // Process mode, whose capacity follows what is committed.
+                    self.set_capacity_end(tail);
+                }
             }
         }
+    }
+
+    /// Gives the free granules `[start, end)` back to the kernel and counts them as no longer
+    /// resident, unless the kernel refused (locked memory): then they stay resident, with their
+    /// contents, and are not treated as fresh.
+    fn discard_granules(&self, start: usize, end: usize) {
+        // SAFETY: the caller found `[start, end)` free granules of our slot.
+        if !unsafe { os::discard(start, end - start) } {
+            return;
+        }
+        let mut addr = start;
+        while addr < end {
+            // SAFETY: granule of this slot; owner thread.
+            unsafe { *self.touched.add(self.granule(addr)) = 0 };
+            addr += GRANULE;
+        }
+        let n = ((end - start) / GRANULE) as u64;
+        self.resident_granules.sub(n);
+        self.given_back_granules.add(n);
     }
 
     /// Gives back every free granule outside the current run. Called by the user's trim
@@ -1414,12 +1454,12 @@ impl Arena {
     /// again, so there is at most one per `PURGE_SPACING` allowances of allocation.
     fn purge_due(&self) -> bool {
         let clock = self.alloc_clock.get();
-        let last = self.last_purge_clock.get();
         let spacing = (self.allowance(0) as u64).saturating_mul(footprint::PURGE_SPACING);
-        if last != 0 && clock.wrapping_sub(last) < spacing {
+        if self.purged_once.get() && clock.saturating_sub(self.last_purge_clock.get()) < spacing {
             return false;
         }
-        self.last_purge_clock.set(clock.max(1));
+        self.purged_once.set(true);
+        self.last_purge_clock.set(clock);
         true
     }
 
@@ -1440,6 +1480,7 @@ impl Arena {
     #[cold]
     fn turn_away(&self, size: usize) -> *mut u8 {
         self.bytes_turned_away.add(size as u64);
+        self.note_sent_to_next(size);
         let n = self.turned_away.get() + 1;
         self.turned_away.set(n);
         if n >= footprint::RECHECK_EVERY {
@@ -1521,6 +1562,7 @@ impl Arena {
             if n > 1 {
                 self.probe_countdown.set(n - 1);
                 self.bytes_routed_away.add(size as u64);
+                self.note_sent_to_next(size);
                 return ptr::null_mut();
             }
             self.probe_countdown.set(lifetime::probe_interval(key));
@@ -1560,6 +1602,18 @@ impl Arena {
         x ^= x << 5;
         self.sample_rng.set(x);
         1 + x % (2 * lifetime::SAMPLE_EVERY - 1)
+    }
+
+    /// Counts `size` bytes sent to the next allocator, published process-wide in batches.
+    #[inline]
+    fn note_sent_to_next(&self, size: usize) {
+        let n = self.sent_unpublished.get() + size as u64;
+        if n >= SENT_BATCH {
+            SENT_TO_NEXT.fetch_add(n, Ordering::Relaxed);
+            self.sent_unpublished.set(0);
+        } else {
+            self.sent_unpublished.set(n);
+        }
     }
 
     /// Makes the fresh block `p` a sampled one: records its site and birth in its header and in
@@ -1846,6 +1900,18 @@ impl Arena {
             }
         }
     }
+}
+
+/// Bytes the arenas sent to the next allocator (predicted long, or turned away by the bound),
+/// process-wide, for the front end's look at the next allocator's heap. Arenas add in batches
+/// of `SENT_BATCH` so that the shared counter is rarely written.
+static SENT_TO_NEXT: AtomicU64 = AtomicU64::new(0);
+const SENT_BATCH: u64 = 1 << 20;
+
+/// Bytes the arenas have sent to the next allocator so far (published in 1 MiB batches). Takes
+/// no lock and allocates nothing: the malloc front end may call it from `free`.
+pub fn bytes_sent_to_next() -> u64 {
+    SENT_TO_NEXT.load(Ordering::Relaxed)
 }
 
 #[cold]

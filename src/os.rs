@@ -73,30 +73,47 @@ pub unsafe fn commit(addr: usize, len: usize) -> bool {
 }
 
 /// Gives the physical pages of `[addr, addr + len)` back to the kernel but keeps the range
-/// readable and writable (it reads as zero afterwards).
+/// readable and writable (it then reads as zero). Returns `false` when the kernel refused
+/// (locked memory: `mlock`, `mlockall`): the old contents are still there, and the caller must
+/// not treat the range as zero. The program's `errno` is left alone either way.
 ///
 /// # Safety
 /// 1. The range is page aligned and lies inside a mapping made by [`reserve`].
 /// 2. No live allocation lies in the range.
-pub unsafe fn discard(addr: usize, len: usize) {
+#[must_use]
+pub unsafe fn discard(addr: usize, len: usize) -> bool {
     debug_assert!(
         addr % PAGE == 0 && len % PAGE == 0,
         "discard of unaligned range {addr:#x}+{len:#x}"
     );
+    // SAFETY: errno's location is always valid for the calling thread.
+    let saved = unsafe { *libc::__errno_location() };
     // SAFETY: caller's obligations; MADV_DONTNEED on private anonymous memory only drops contents.
-    unsafe { libc::madvise(addr as *mut libc::c_void, len, libc::MADV_DONTNEED) };
+    let ok = unsafe { libc::madvise(addr as *mut libc::c_void, len, libc::MADV_DONTNEED) } == 0;
+    // SAFETY: as above.
+    unsafe { *libc::__errno_location() = saved };
+    ok
 }
 
 /// Returns `[addr, addr + len)` to the reserved, inaccessible state: no pages, no commit charge.
+/// Returns `false`, and leaves the range as it was, when the pages cannot be discarded (see
+/// [`discard`]): a range that keeps old contents must not come back as "fresh".
 ///
 /// # Safety
 /// Same as [`discard`].
-pub unsafe fn decommit(addr: usize, len: usize) {
+#[must_use]
+pub unsafe fn decommit(addr: usize, len: usize) -> bool {
     // SAFETY: caller's obligations, forwarded.
-    unsafe {
-        discard(addr, len);
-        libc::mprotect(addr as *mut libc::c_void, len, libc::PROT_NONE);
+    if !unsafe { discard(addr, len) } {
+        return false;
     }
+    // SAFETY: errno's location is always valid for the calling thread.
+    let saved = unsafe { *libc::__errno_location() };
+    // SAFETY: caller's obligations; the range holds nothing any more.
+    unsafe { libc::mprotect(addr as *mut libc::c_void, len, libc::PROT_NONE) };
+    // SAFETY: as above.
+    unsafe { *libc::__errno_location() = saved };
+    true
 }
 
 /// Marks `[addr, addr + len)` as eligible for transparent huge pages (`MADV_HUGEPAGE`).

@@ -212,9 +212,17 @@ pub(crate) unsafe fn release_arena(arena: &'static Arena) {
     add_stats(&mut table.retired, &arena.stats());
     let base = arena.slot_base();
     let size = 1usize << SLOT_SHIFT.load(Ordering::Relaxed);
+    let committed_end = arena.committed_end();
     // SAFETY: obligation: nothing in the slot is live, and we hold the table lock so no stats
     // reader is looking at the arena while its memory goes away.
-    unsafe { os::decommit(base, size) };
+    if !unsafe { os::decommit(base, size) } {
+        // Locked memory: the kernel kept the pages, readable and writable. The next arena in
+        // this slot relies on reading zeros (its tables, and memory it takes as fresh), as after
+        // a decommit: clear what this one used.
+        // SAFETY: `[base, committed_end)` is this slot's committed memory and nothing in it is
+        // live (obligation).
+        unsafe { core::ptr::write_bytes(base as *mut u8, 0, committed_end - base) };
+    }
     table.used[i / 64] &= !(1 << (i % 64));
 }
 
@@ -227,7 +235,8 @@ fn add_stats(sum: &mut ArenaStats, s: &ArenaStats) {
     sum.spilled_allocs += s.spilled_allocs;
     sum.resizes += s.resizes;
     sum.resident_bytes += s.resident_bytes;
-    sum.live_bytes += s.live_bytes;
+    // Read from other threads, live bytes can be momentarily off; never let a sum wrap.
+    sum.live_bytes = sum.live_bytes.saturating_add(s.live_bytes);
     sum.given_back_granules += s.given_back_granules;
     sum.bound_closures += s.bound_closures;
     sum.bytes_turned_away += s.bytes_turned_away;

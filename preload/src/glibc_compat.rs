@@ -105,6 +105,16 @@ static NEXT_MALLOC_TRIM: NextFn = NextFn::new(c"malloc_trim");
 static NEXT_MALLOC_STATS: NextFn = NextFn::new(c"malloc_stats");
 static NEXT_MALLOC_INFO: NextFn = NextFn::new(c"malloc_info");
 
+/// Looks up, from the library's constructor, the next allocator's functions that process mode
+/// may call from inside `free` (`sample_next_free`), so that no `dlsym` ever runs there.
+pub fn resolve_early() {
+    let _ = (
+        NEXT_MALLINFO2.get(),
+        NEXT_MALLINFO.get(),
+        NEXT_MALLOC_TRIM.get(),
+    );
+}
+
 // ------------------------------------------------------------------------------ mallinfo
 
 /// glibc's `struct mallinfo2` (2.33 and later).
@@ -249,13 +259,17 @@ static LOOKED_SENT: AtomicU64 = AtomicU64::new(0);
 #[cold]
 #[inline(never)]
 pub fn sample_next_free(p: *mut c_void) {
+    if real::is_boot(p) {
+        return;
+    }
     let bytes = real::usable_size(p) as u64 * resizealloc::region::NEXT_FREE_SAMPLE as u64;
     let Some(batch) = resizealloc::region::add_next_freed(bytes) else {
         return;
     };
     let freed = NEXT_FREED.fetch_add(batch, Ordering::Relaxed) + batch;
-    let m = resizealloc::stats().memory;
-    let sent = m.bytes_routed_away + m.bytes_turned_away;
+    // No `stats()` here (it takes the slot-table lock, which a free between fork's prepare and
+    // child handlers would wait on forever): the arenas publish what they send lock-free.
+    let sent = resizealloc::arena::bytes_sent_to_next();
     let freed_since = freed.saturating_sub(LOOKED_FREED.load(Ordering::Relaxed));
     let sent_since = sent.saturating_sub(LOOKED_SENT.load(Ordering::Relaxed));
     if freed_since <= sent_since || freed_since - sent_since >= NEXT_FREE_LIMIT as u64 {

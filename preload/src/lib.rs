@@ -41,6 +41,7 @@ extern "C" fn init() {
     // still using it ("malloc assertion failure in __malloc_arena_thread_freeres"). One call
     // here, on the main thread at load time, keeps glibc's count right.
     real::free(real::malloc(1));
+    glibc_compat::resolve_early();
     // SAFETY: registering handlers with the right signatures; they never unwind.
     unsafe {
         libc::pthread_atfork(Some(fork_prepare), Some(fork_parent), Some(fork_child));
