@@ -14,7 +14,8 @@
 //! * `planned`: the capacity the resize policy planned for the next region (markers mode: the
 //!   region's peak, Bumper.jl's contract; process mode: the small initial capacity only);
 //! * `live`: the bytes of the arena's live blocks, headers included;
-//! * `FACTOR` = 5/4 and `SLACK` = 2 MiB per arena: at most a quarter more than the live bytes,
+//! * `5/4` ([`FACTOR_NUM`] / [`FACTOR_DEN`]) and [`SLACK`] = 2 MiB per arena: at most a quarter
+//!   more than the live bytes,
 //!   about the fragmentation a size-class allocator such as glibc's carries.
 //!
 //! The arena enforces it where resident memory grows: before its bump pointer enters a granule

@@ -233,7 +233,7 @@ pub const SETTLED: *const Arena = 1 as *const Arena;
 /// behind (see lifetime.rs).
 pub const PREDICT: *const Arena = 2 as *const Arena;
 
-/// True when an `active` value is an arena (not null, not [`SETTLED`]).
+/// True when an `active` value is an arena (not null, not [`SETTLED`], not [`PREDICT`]).
 #[inline(always)]
 pub fn is_arena(a: *const Arena) -> bool {
     a as usize > PREDICT as usize
