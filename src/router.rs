@@ -94,11 +94,12 @@ pub fn alloc_slow_at(size: usize, align: usize, site: usize) -> *mut u8 {
         // SAFETY: our own arena.
         return unsafe { (*a).alloc_slow(size, align.max(MIN_ALIGN)) };
     }
-    if region::predicted_arena(ts).is_null() && attention_arena().is_null() {
+    let a = predicted_or_joined(ts);
+    if a.is_null() {
         return ptr::null_mut();
     }
-    // SAFETY: size and align checked above.
-    unsafe { alloc_predicted(size, align, site) }
+    // SAFETY: our own arena; size and align checked above.
+    unsafe { (*a).alloc_predicted(size, align, site, false) }
 }
 
 /// The [`Route::Predict`] path: the lifetime predictor decides between the thread's arena and
@@ -129,18 +130,22 @@ pub unsafe fn alloc_zeroed(size: usize, align: usize, site: usize) -> *mut u8 {
         // SAFETY: our own arena; the caller's obligations hold.
         return unsafe { (*a).alloc_zeroed(size, align.max(MIN_ALIGN)) };
     }
-    let mut a = region::predicted_arena(ts);
+    let a = predicted_or_joined(ts);
     if a.is_null() {
-        if attention_arena().is_null() {
-            return ptr::null_mut();
-        }
-        a = region::predicted_arena(ts);
-        if a.is_null() {
-            return ptr::null_mut();
-        }
+        return ptr::null_mut();
     }
     // SAFETY: as above.
     unsafe { (*a).alloc_predicted(size, align.max(MIN_ALIGN), site, true) }
+}
+
+/// The arena of a thread whose allocations go through the predictor, joining process mode on
+/// first use; null when they go to the next allocator.
+fn predicted_or_joined(ts: &region::ThreadState) -> *const Arena {
+    let a = region::predicted_arena(ts);
+    if !a.is_null() || attention_arena().is_null() {
+        return a;
+    }
+    region::predicted_arena(ts)
 }
 
 /// The arena of a thread outside explicit regions: its process-mode arena (joining on first
