@@ -8,9 +8,12 @@
 //!   capacity is committed right behind it instead of being a separate `malloc`. Nothing ever has
 //!   to move. Only when the slot itself is exhausted, or the kernel refuses the commit, does an
 //!   allocation *spill* to the next allocator (the caller does that when `alloc` returns null).
-//! * **Escapes are safe.** Every 16 KiB granule counts the live blocks that touch it. The bump
-//!   pointer only ever enters a granule whose count is zero, so a block that escapes its region
-//!   pins one granule (or the granules it spans), never the arena, and is never overwritten.
+//! * **Escapes are safe.** Every 16 KiB granule counts the live blocks that start or end in it,
+//!   and a block that spans granules is recorded in the granule its header lies in (`cross`), so
+//!   the granules strictly inside it are known to be covered without being counted one by one:
+//!   a block costs the same whatever its size. The bump pointer only ever enters a granule that
+//!   no live block starts in, ends in or covers, so a block that escapes its region pins the
+//!   granules it spans, never the arena, and is never overwritten.
 //! * **Cross-thread frees are lock-free.** The owner thread keeps plain counters (`local`); other
 //!   threads add to an atomic `remote` counter per granule. `live = local - remote`.
 //!
@@ -19,6 +22,8 @@
 //! slot_base ┬ Arena (this struct)
 //!           ├ local:  [u64; granules]        owner-only alloc-minus-local-free counts
 //!           ├ remote: [AtomicU64; granules]  frees by other threads
+//!           ├ cross:  [u32; granules]        owner-only: header of the block that starts in
+//!           │                                the granule and ends past it (see `crossing_last`)
 //!           ├ touched: [u8; granules]        owner-only: 1 = resident (see footprint.rs)
 //!           ├ … padding to a granule boundary
 //! data_start┴ data granules … up to slot_end
@@ -28,8 +33,10 @@
 //! # Block layout
 //! Every block has a 16-byte header right before it. Its first word holds the requested size
 //! (low 48 bits) and a state tag (high 16 bits) that tells a live block from a freed one, for
-//! double-free detection; one store writes it, one load checks it. The counted span of a block is
-//! `[header, block + size)`. Blocks are 16-byte aligned, and the bump pointer stays 16-byte aligned.
+//! double-free detection; one store writes it, one load checks it. The span of a block is
+//! `[header, block + size)`: it is counted in its first granule and, when it ends in another
+//! one, in its last granule too (two units); the granules in between are covered through
+//! `cross`. Blocks are 16-byte aligned, and the bump pointer stays 16-byte aligned.
 
 use core::cell::Cell;
 use core::mem::size_of;
@@ -253,7 +260,12 @@ enum Stop {
 ///   `[top, run_end)` belongs to a live block: that is the memory the bump pointer hands out next.
 /// * `limit == min(run_end, cap_end)`; the fast path serves only `[top, limit)`.
 /// * `run_end`, `cap_end`, `committed_end` are granule aligned.
-/// * `local[g] - remote[g]` is the number of live blocks whose counted span touches granule `g`.
+/// * `local[g] - remote[g]` is the number of live blocks whose span starts or ends in granule `g`
+///   (a block within one granule counts once there).
+/// * A live block that spans granules `f < l` has `cross[f]` pointing at its header (the block
+///   is the last one starting in `f`, so there is one at most); granules strictly between `f`
+///   and `l` hold nothing else and count zero. `cross[f]` may also hold a stale entry (its
+///   block was freed by another thread): `crossing_last` tells them apart by the header's tag.
 /// * `touched[g] == 1` for every granule of the current run and every granule with a live
 ///   block; `resident_granules` is the number of granules with `touched[g] == 1` (the memory
 ///   bound's measure, see footprint.rs). A granule with `touched[g] == 0` holds no pages.
@@ -319,6 +331,9 @@ pub struct Arena {
     /// One byte per granule: 1 when the granule is resident (a run entered it since it was
     /// last given back), 0 when it reads as zero and holds no pages. Owner only.
     touched: *mut u8,
+    /// One entry per granule: `(header - slot_base) / 16` of the live block that starts in the
+    /// granule and ends in a later one, or 0 (no header lies at `slot_base`). Owner only.
+    cross: *mut u32,
     /// Everything in `[max(zero_from, highest top of the run), run_end)` reads as zero: what
     /// `alloc_zeroed` need not clear. Moves past every granule the run enters that was resident.
     zero_from: Cell<usize>,
@@ -405,7 +420,7 @@ impl Arena {
     /// Bytes at the start of a slot taken by the arena's own metadata.
     pub const fn metadata_bytes(slot_size: usize) -> usize {
         let granules = slot_size >> GRANULE_SHIFT;
-        align_up(align_up(size_of::<Arena>(), 64) + granules * 17, GRANULE)
+        align_up(align_up(size_of::<Arena>(), 64) + granules * 21, GRANULE)
     }
 
     /// Builds an arena in the slot `[slot_base, slot_base + slot_size)`.
@@ -446,8 +461,11 @@ impl Arena {
         let local = (slot_base + align_up(size_of::<Arena>(), 64)) as *mut u64;
         // SAFETY: `local` and `remote` lie within the metadata just committed (see metadata_bytes).
         let remote = unsafe { local.add(granules) } as *const AtomicU64;
-        // SAFETY: as above: the byte table follows the two count tables.
-        let touched = unsafe { local.add(2 * granules) } as *mut u8;
+        // SAFETY: as above: the crossing table follows the two count tables, and the byte table
+        // follows it.
+        let cross = unsafe { local.add(2 * granules) } as *mut u32;
+        // SAFETY: as above.
+        let touched = unsafe { cross.add(granules) } as *mut u8;
         let min_alloc = cfg.min_alloc.max(1);
         let user_max_alloc = cfg.max_alloc.max(min_alloc);
         // The fast path's bound is also the slot's room, which rules out address wrap-around.
@@ -486,6 +504,7 @@ impl Arena {
             checkpoints: Default::default(),
             checkpoint_depth: Cell::new(0),
             touched,
+            cross,
             zero_from: Cell::new(data_start),
             pending_bytes: Cell::new(0),
             closed: Cell::new(false),
@@ -630,20 +649,79 @@ impl Arena {
             // slot, which `local_by_addr` maps onto the slot's count table; owner thread only.
             unsafe { *self.local_by_addr.add(hdr >> GRANULE_SHIFT) += 1 };
         } else {
-            self.count_span(self.granule(p - HEADER), self.granule(p + size - 1));
+            self.count_crossing(hdr, self.granule(last_byte));
         }
         self.region_allocs.add(1);
         self.live_local_bytes.add((size + HEADER) as u64);
         self.debug_check();
     }
 
+    /// Counts a block that starts (header at `hdr`) in one granule and ends in `last`, a later
+    /// one: one unit in each, and the crossing entry that covers the granules in between.
     #[cold]
     #[inline(never)]
-    fn count_span(&self, first: usize, last: usize) {
-        for g in first..=last {
-            // SAFETY: every `g` indexes a granule of this slot; owner thread only.
-            unsafe { *self.local.add(g) += 1 };
+    fn count_crossing(&self, hdr: usize, last: usize) {
+        let first = self.granule(hdr);
+        debug_assert!(last > first);
+        // SAFETY: `first` and `last` index granules of this slot; owner thread only.
+        unsafe {
+            *self.local.add(first) += 1;
+            *self.local.add(last) += 1;
+            *self.cross.add(first) = ((hdr - self.slot_base) >> 4) as u32;
         }
+    }
+
+    /// Takes the counts of a crossing block (header at `hdr`, last granule `last`) off again;
+    /// returns how many granules it leaves empty (all of its inner ones, and its ends if no other
+    /// block uses them; remote frees are not looked at: this feeds a trigger).
+    #[cold]
+    #[inline(never)]
+    fn uncount_crossing(&self, hdr: usize, last: usize) -> usize {
+        let first = self.granule(hdr);
+        debug_assert!(last > first);
+        // SAFETY: `first` and `last` index granules of this slot; owner thread only.
+        unsafe {
+            *self.local.add(first) -= 1;
+            *self.local.add(last) -= 1;
+            *self.cross.add(first) = 0;
+            (last - first - 1)
+                + (*self.local.add(first) == 0) as usize
+                + (*self.local.add(last) == 0) as usize
+        }
+    }
+
+    /// The last granule of the live block that starts in granule `g` and ends past it, if
+    /// there is one. Call only when `live(g) != 0` (so the granule is committed and the entry's
+    /// header readable). An entry whose block another thread freed reads as none: the header's
+    /// tag says freed. (A stale entry over memory reused since could only make a granule look
+    /// covered when it is not: that keeps it from reuse a while, never hands out live memory.)
+    fn crossing_last(&self, g: usize) -> Option<usize> {
+        // SAFETY: granule of this slot; owner thread only.
+        let entry = unsafe { *self.cross.add(g) } as usize;
+        if entry == 0 {
+            return None;
+        }
+        let hdr = self.slot_base + (entry << 4);
+        // SAFETY: the header lies in granule `g`, which holds a live block, so it is committed.
+        // Atomic: another thread may be freeing that block (it writes the tag atomically).
+        let word = unsafe { (*(hdr as *const AtomicUsize)).load(Ordering::Acquire) };
+        if (word >> SIZE_BITS) | 1 != TAG_SAMPLED {
+            return None;
+        }
+        let end = (hdr + HEADER).saturating_add(word & SIZE_MASK);
+        let last = self.granule(end.min(self.committed_end.get()) - 1);
+        (last > g).then_some(last)
+    }
+
+    /// Where a run may start past the pinned granule at `at`: the next granule, or, when a block
+    /// crosses out of it, past that block's last granule, which may itself be the first granule
+    /// of another crossing block (one step per block, not per granule).
+    fn past_pin(&self, at: usize) -> usize {
+        let mut g = self.granule(at);
+        while let Some(last) = self.crossing_last(g) {
+            g = last; // counted, so `crossing_last` may look at it
+        }
+        self.slot_base + ((g + 1) << GRANULE_SHIFT)
     }
 
     /// Everything the fast path does not do: blocks that span granules, extending or starting
@@ -698,7 +776,7 @@ impl Arena {
             }
             match self.extend_run(new_top) {
                 Ok(()) => {}
-                Err(Stop::Pinned(at)) => self.start_run(at + GRANULE),
+                Err(Stop::Pinned(at)) => self.start_run(self.past_pin(at)),
                 Err(Stop::Uncommitted) => {
                     if self.recycle && !wrapped && self.lap_is_worth_it() {
                         self.wrap();
@@ -747,6 +825,11 @@ impl Arena {
             if self.live(g) != 0 {
                 break Err(Stop::Pinned(run_end));
             }
+            // No live block starts here, so no crossing one: forget a stale entry before the
+            // memory under it is reused. (A run never reaches a granule strictly inside a live
+            // block: it starts past such blocks, see `past_pin` and `resume_point`.)
+            // SAFETY: granule of this slot; owner thread only.
+            unsafe { *self.cross.add(g) = 0 };
             match self.enter_granule(g) {
                 None => break Err(Stop::Bound),
                 Some(true) => dirty_end = run_end + GRANULE,
@@ -997,27 +1080,20 @@ impl Arena {
         // SAFETY: as above; marks the block freed for double-free detection.
         unsafe { *hdr = size | TAG_FREED << SIZE_BITS };
         let hdr = hdr as usize;
-        let emptied = self.uncount_span(self.granule(hdr), self.granule(p + size - 1));
+        let last = self.granule(p + size - 1);
+        let emptied = if last == self.granule(hdr) {
+            // SAFETY: granule of this slot; owner thread only.
+            let count = unsafe { &mut *self.local.add(last) };
+            *count -= 1;
+            (*count == 0) as usize
+        } else {
+            self.uncount_crossing(hdr, last)
+        };
         self.live_local_bytes.sub((size + HEADER) as u64);
         if !self.lifo_release(hdr, p + size) && emptied > 0 {
             self.granules_emptied(emptied);
         }
         self.debug_check();
-    }
-
-    /// Takes one count off granules `first..=last`; returns how many reached zero.
-    #[cold]
-    #[inline(never)]
-    fn uncount_span(&self, first: usize, last: usize) -> usize {
-        for g in first..=last {
-            // SAFETY: granule of this slot; owner thread only.
-            unsafe { *self.local.add(g) -= 1 };
-        }
-        // Granules strictly inside a block's span hold no other block: they are empty now. Only
-        // the ends can be shared. (Remote frees are not looked at: this feeds a trigger.)
-        // SAFETY: as above.
-        let empty = |g: usize| unsafe { *self.local.add(g) == 0 } as usize;
-        (last - first).saturating_sub(1) + empty(first) + if last > first { empty(last) } else { 0 }
     }
 
     /// Frees a block from a thread that does not own the arena. Returns `true` when this free
@@ -1036,17 +1112,22 @@ impl Arena {
         if let Some(w) = unsafe { Self::sample_of(hdr) } {
             self.learn_from_free(p, w);
         }
-        // SAFETY: validated live header; only this thread frees this block.
-        unsafe { *hdr = size | TAG_FREED << SIZE_BITS };
+        // SAFETY: validated live header; only this thread frees this block. Atomic, because the
+        // owner may read the tag of a crossing block at any time (`crossing_last`).
+        unsafe {
+            (*(hdr as *const AtomicUsize)).store(size | TAG_FREED << SIZE_BITS, Ordering::Release)
+        };
         let first = self.granule(p - HEADER);
         let last = self.granule(p + size - 1);
-        for g in first..=last {
-            // SAFETY: granule of this slot. Release publishes our last use of the block.
-            unsafe { (*self.remote.add(g)).fetch_add(1, Ordering::Release) };
+        // SAFETY: granules of this slot. Release publishes our last use of the block.
+        unsafe { (*self.remote.add(first)).fetch_add(1, Ordering::Release) };
+        if last != first {
+            // SAFETY: as above.
+            unsafe { (*self.remote.add(last)).fetch_add(1, Ordering::Release) };
         }
         self.remote_bytes
             .fetch_add((size + HEADER) as u64, Ordering::Relaxed);
-        let units = (last - first + 1) as u64;
+        let units = 1 + (last != first) as u64;
         // Last access to the arena: after this add another thread may release the slot.
         let balance = self
             .release_balance
@@ -1073,9 +1154,9 @@ impl Arena {
                 self.granule(p + old_size - 1),
             );
             if new_last != old_last {
-                // Shrinking off whole granules: they stop counting this block, so they can be
+                // Shrinking off whole granules: they stop holding this block, so they can be
                 // reused and given back; the last block also hands its tail to the bump pointer.
-                let emptied = self.uncount_span(new_last + 1, old_last);
+                let emptied = self.move_last_granule(hdr as usize, old_last, new_last);
                 self.granules_emptied(emptied);
             }
             if align_up(p + old_size, MIN_ALIGN) == self.top.get()
@@ -1104,7 +1185,7 @@ impl Arena {
         let old_last = self.granule(p + old_size - 1);
         let new_last = self.granule(end - 1);
         if new_last > old_last {
-            self.count_span(old_last + 1, new_last);
+            self.move_last_granule(hdr as usize, old_last, new_last);
         }
         self.live_local_bytes.add((new_size - old_size) as u64);
         // SAFETY: validated header; the tag (plain or sampled) stays.
@@ -1112,6 +1193,31 @@ impl Arena {
         self.top.set(new_top);
         self.debug_check();
         true
+    }
+
+    /// A live block (header at `hdr`) that ended in granule `old_last` now ends in `new_last`:
+    /// moves its end unit and keeps its crossing entry right. Returns how many granules it
+    /// left empty (shrinking; remote frees are not looked at: this feeds a trigger).
+    fn move_last_granule(&self, hdr: usize, old_last: usize, new_last: usize) -> usize {
+        let first = self.granule(hdr);
+        // SAFETY: granules of this slot; owner thread only.
+        unsafe {
+            if old_last != first {
+                *self.local.add(old_last) -= 1;
+            }
+            if new_last != first {
+                *self.local.add(new_last) += 1;
+                *self.cross.add(first) = ((hdr - self.slot_base) >> 4) as u32;
+            } else {
+                *self.cross.add(first) = 0;
+            }
+            if new_last < old_last {
+                // Everything past the new end was this block's alone, but for the old end.
+                (old_last - new_last - 1) + (*self.local.add(old_last) == 0) as usize
+            } else {
+                0
+            }
+        }
     }
 
     // ---------------------------------------------------------------- regions
@@ -1183,7 +1289,7 @@ impl Arena {
         self.peaks[slot].set(peak);
         self.peaks_seen.set(self.peaks_seen.get() + 1);
 
-        let resume = self.resume_point();
+        let free_from = self.resume_point();
 
         let capacity = self.cap_end.get() - self.data_start;
         let room = self.slot_end - self.data_start;
@@ -1213,28 +1319,36 @@ impl Arena {
             } else {
                 self.set_capacity_end(self.committed_end.get());
             }
-        } else if wanted < capacity {
-            self.shrink_to(self.data_start + wanted);
+        }
+        // Shrinking lowers the capacity now and gives the memory past it back once the next run
+        // is settled (below), so that a run kept across the region end is cut at the capacity.
+        let shrunk = wanted < capacity;
+        if shrunk {
+            self.set_capacity_end(self.data_start + wanted);
             self.peaks_seen.set(0);
         }
 
         // The room check uses what the region consumed, not what it jumped over: a region that
         // had to skip pinned granules after a lap would otherwise lap again every time.
         let consumed = peak;
-        let room = self.cap_end.get().saturating_sub(resume);
+        let room = self.cap_end.get().saturating_sub(free_from);
         let resume = if room < consumed {
             self.data_start
         } else {
-            resume
+            free_from
         };
-        if resume == self.top.get() {
-            // Keep the current run: [top, run_end) is still unused (shrinking may have cut its
-            // committed tail, never below a live granule, so never below top's granule).
-            let run_end = self
-                .run_end
-                .get()
-                .min(self.committed_end.get())
-                .max(align_up(resume, GRANULE));
+        if resume == free_from && self.run_start.get() <= resume && resume <= self.top.get() {
+            // Keep the current run from `resume` on: nothing in `[resume, top)` is live (that is
+            // what `resume_point` found) and `[top, run_end)` is unused, so the next region bumps
+            // through granules already entered instead of entering each one again (shrinking may
+            // have cut the run's committed tail, never below a live granule, so never below
+            // resume's granule).
+            self.top.set(resume);
+            let mut run_end = self.run_end.get().min(self.committed_end.get());
+            if shrunk {
+                run_end = run_end.min(self.cap_end.get());
+            }
+            let run_end = run_end.max(align_up(resume, GRANULE));
             self.run_end.set(run_end);
             self.limit.set(run_end.min(self.cap_end.get()));
             // The highest top of the run is forgotten below: what lies under it may have been
@@ -1248,6 +1362,10 @@ impl Arena {
             self.top.set(resume);
             self.zero_from.set(resume);
             self.limit.set(resume.min(self.cap_end.get()));
+        }
+        if shrunk {
+            let keep_lo = self.run_start.get() & !(GRANULE - 1);
+            self.give_back(self.cap_end.get(), keep_lo, self.run_end.get());
         }
         self.origin.set(resume);
         self.peak_top.set(resume);
@@ -1274,10 +1392,12 @@ impl Arena {
         let mut g = top_granule;
         loop {
             if self.live(g) != 0 {
+                // The highest granule a live block uses (a block that crosses out of `g` ends
+                // in a counted granule below top's, so `past_pin` is the next granule).
                 return if g == top_granule {
                     top
                 } else {
-                    self.slot_base + ((g + 1) << GRANULE_SHIFT)
+                    self.past_pin(self.slot_base + (g << GRANULE_SHIFT))
                 };
             }
             if g == self.granule(self.data_start) {
@@ -1302,14 +1422,6 @@ impl Arena {
         (0..n).map(|i| self.peaks[i].get()).max().unwrap_or(0)
     }
 
-    /// Lowers the capacity to `new_cap_end` and gives free memory past it back to the kernel.
-    /// Granules pinned by escaped blocks stay committed.
-    fn shrink_to(&self, new_cap_end: usize) {
-        self.set_capacity_end(new_cap_end);
-        let keep_lo = self.run_start.get() & !(GRANULE - 1);
-        self.give_back(new_cap_end, keep_lo, self.run_end.get());
-    }
-
     /// Gives back to the kernel every resident granule in `[from, committed_end)` that holds no
     /// live block, except those in `[keep_lo, keep_hi)`, and decommits the free tail past the
     /// last granule kept (never below the current run or the capacity).
@@ -1317,10 +1429,24 @@ impl Arena {
         let committed_end = self.committed_end.get();
         let mut last_kept_end = from;
         let mut batch_from: Option<usize> = None;
-        let mut addr = from;
+        // Granules strictly inside a live block count zero: the walk starts at the beginning, so
+        // that it sees the first granule of every block that covers one, and remembers how far
+        // the blocks it saw reach.
+        let mut covered_to = 0; // (granule 0 holds the metadata: no block covers it)
+        let mut addr = self.data_start;
         while addr < committed_end {
             let g = self.granule(addr);
-            let keep = (keep_lo <= addr && addr < keep_hi) || self.live(g) != 0;
+            let live = self.live(g) != 0;
+            if live {
+                if let Some(last) = self.crossing_last(g) {
+                    covered_to = covered_to.max(last);
+                }
+            }
+            if addr < from {
+                addr += GRANULE;
+                continue;
+            }
+            let keep = (keep_lo <= addr && addr < keep_hi) || live || g <= covered_to;
             // SAFETY: granule of this slot; the touched table is owner-only, and we are the owner
             // (or the exiting owner).
             let resident = unsafe { *self.touched.add(g) } != 0;
@@ -1820,11 +1946,23 @@ impl Arena {
         self.live(self.granule(addr))
     }
 
-    /// Calls `f(granule_start, live_count)` for every granule that was ever in a run (tests).
+    /// Calls `f(granule_start, blocks)` for every granule that was ever in a run, where
+    /// `blocks` is the number of live blocks that touch the granule: its count, plus one when it
+    /// lies strictly inside a block that spans granules (tests and invariant checks).
     pub fn for_each_granule(&self, mut f: impl FnMut(usize, u64)) {
+        let mut covered_to = 0; // (granule 0 holds the metadata: no block covers it)
         let mut addr = self.data_start;
         while addr < self.used_end.get() {
-            f(addr, self.live(self.granule(addr)));
+            let g = self.granule(addr);
+            let live = self.live(g);
+            let inside = (g <= covered_to) as u64;
+            if live != 0 {
+                if let Some(last) = self.crossing_last(g) {
+                    covered_to = covered_to.max(last);
+                }
+            }
+            // A block's last granule is counted, not "inside".
+            f(addr, if live != 0 { live } else { inside });
             addr += GRANULE;
         }
     }
@@ -1840,18 +1978,43 @@ impl Arena {
     pub fn check_invariants(&self) -> Result<(), &'static str> {
         self.check_bump()?;
         let (top, run_end) = (self.top.get(), self.run_end.get());
-        let mut addr = align_up(top, GRANULE);
-        while addr < run_end {
-            if self.live(self.granule(addr)) != 0 {
-                return Err("live block ahead of the bump pointer");
+        let ahead = align_up(top, GRANULE);
+        let mut result = Ok(());
+        self.for_each_granule(|start, blocks| {
+            if blocks != 0 && ahead <= start && start < run_end && result.is_ok() {
+                result = Err("live block ahead of the bump pointer");
             }
-            addr += GRANULE;
+        });
+        result?;
+        // Every crossing entry of a granule with live blocks names a live header in it, or a block
+        // another thread freed; interior granules count nothing.
+        for g in self.granule(self.data_start)..self.granule(self.committed_end.get()) {
+            if self.live(g) == 0 {
+                continue;
+            }
+            if let Some(last) = self.crossing_last(g) {
+                for inner in g + 1..last {
+                    if self.live(inner) != 0 {
+                        return Err("a granule inside a crossing block is counted");
+                    }
+                }
+                if self.live(last) == 0 {
+                    return Err("the last granule of a crossing block is not counted");
+                }
+            }
         }
         let mut resident = 0;
         let run_lo = self.granule(self.run_start.get());
         let run_hi = self.granule(self.run_end.get());
+        let mut covered_to = 0; // (granule 0 holds the metadata: no block covers it)
         for g in self.granule(self.data_start)..self.granule(self.committed_end.get()) {
             let live = self.live(g);
+            if live != 0 {
+                if let Some(last) = self.crossing_last(g) {
+                    covered_to = covered_to.max(last);
+                }
+            }
+            let live = live.max((g <= covered_to) as u64);
             if live > (GRANULE / MIN_ALIGN) as u64 * 64 {
                 return Err("granule live count underflowed");
             }
