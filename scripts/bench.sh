@@ -1,14 +1,20 @@
 #!/usr/bin/env bash
 # Side-by-side allocator benchmark: glibc, mimalloc, jemalloc, tcmalloc and libresizealloc.so
-# run the same binary (scripts/bench_alloc.c), interleaved over ROUNDS rounds; each cell is the
-# median over rounds. Writes target/bench/results.md and target/bench/chart.png.
-#   ROUNDS=3 (default)   BENCH_ARGS="--quick" (passed to bench_alloc)
+# run the same binary (scripts/bench_alloc.c), interleaved over ROUNDS rounds, beside three
+# references: "ideal" (scripts/bench_ideal.c: a bump pointer behind malloc, unsound on purpose,
+# the physical limit of an interposer), "forwarder" (scripts/bench_forwarder.c: a bare
+# interposer that only forwards) and "floor" (the work alone, no allocator). "off" is
+# libresizealloc.so with RESIZEALLOC_REGION=off, measured on the outside workload only.
+# Table 1: the median of each figure over rounds. Table 2: each ratio is computed within a round
+# (same machine state) and the table gives the median of the per-round ratios.
+# Writes target/bench/results.md and target/bench/chart.png.
+#   ROUNDS=5 (default)   BENCH_ARGS="--quick" (passed to bench_alloc)
 #   BASELINE_SO=path     an older libresizealloc.so, measured as the extra column "before"
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$ROOT"
-ROUNDS=${ROUNDS:-3}
+ROUNDS=${ROUNDS:-5}
 BENCH_ARGS=${BENCH_ARGS:-}
 OUT=target/bench
 RAW=$OUT/raw
@@ -37,7 +43,7 @@ fi
 
 # 3. allocators (name=preload path; glibc has none)
 NAMES=(glibc)
-declare -A PRELOAD=([glibc]="")
+declare -A PRELOAD=([glibc]="") EXTRA=() ENVS=()
 missing=0
 for spec in mimalloc:libmimalloc.so.2 jemalloc:libjemalloc.so.2 tcmalloc:libtcmalloc_minimal.so.4; do
     name=${spec%%:*}; lib=$LIBDIR/${spec#*:}
@@ -49,12 +55,12 @@ NAMES+=(resizealloc); PRELOAD[resizealloc]=$SO
 # BASELINE_SO=/path/to/an/older/libresizealloc.so adds it as the column "before", interleaved in
 # the same rounds: the way to show that a change did not make the region workloads slower.
 if [[ -n ${BASELINE_SO:-} ]]; then NAMES+=(before); PRELOAD[before]=$BASELINE_SO; fi
-# "forwarder": a preloaded library that only forwards to glibc (scripts/bench_forwarder.c): what
-# any interposer costs. "floor": the same binary with --floor (bump from a static buffer, no
-# frees): the work alone.
-FWD=$OUT/libforwarder.so
+IDEAL=$OUT/libideal.so FWD=$OUT/libforwarder.so
+gcc -O2 -shared -fPIC -o "$IDEAL" scripts/bench_ideal.c -ldl
 gcc -O2 -shared -fPIC -o "$FWD" scripts/bench_forwarder.c -ldl
-NAMES+=(forwarder floor); PRELOAD[forwarder]=$ROOT/$FWD; PRELOAD[floor]=""
+NAMES+=(ideal forwarder off floor)
+PRELOAD[ideal]=$ROOT/$IDEAL PRELOAD[forwarder]=$ROOT/$FWD PRELOAD[off]=$SO PRELOAD[floor]=""
+ENVS[off]="RESIZEALLOC_REGION=off" EXTRA[off]="--only outside" EXTRA[floor]="--floor"
 
 # 4. interleaved rounds; the starting allocator rotates each round
 n=${#NAMES[@]}
@@ -64,65 +70,95 @@ for ((r = 1; r <= ROUNDS; r++)); do
         a=${NAMES[$(((k + r - 1) % n))]}
         pre=${PRELOAD[$a]}
         rc=0
-        extra=""; [[ $a == floor ]] && extra=--floor
-        env ${pre:+LD_PRELOAD=$pre} timeout 120 "$BIN" $BENCH_ARGS $extra >"$RAW/$a.$r.txt" 2>"$RAW/$a.$r.err" || rc=$?
+        env ${pre:+LD_PRELOAD=$pre} ${ENVS[$a]:-} timeout 120 "$BIN" $BENCH_ARGS ${EXTRA[$a]:-} \
+            >"$RAW/$a.$r.txt" 2>"$RAW/$a.$r.err" || rc=$?
         if ((rc != 0)); then
             echo "WARNING: $a round $r exited with status $rc; repro:" \
-                "${pre:+LD_PRELOAD=$pre }$ROOT/$BIN $BENCH_ARGS  (stderr: $RAW/$a.$r.err)" >&2
+                "${pre:+LD_PRELOAD=$pre }${ENVS[$a]:-} $ROOT/$BIN $BENCH_ARGS ${EXTRA[$a]:-}  (stderr: $RAW/$a.$r.err)" >&2
         fi
     done
 done
 
-# 5. medians -> markdown table + chart data
-awk -v names="${NAMES[*]}" -v rawdir="$RAW" -v chart="$OUT/chart.dat" '
-function median(key,    m, i, j, t, v) {
-    m = cnt[key]; if (m == 0) return ""
-    for (i = 1; i <= m; i++) v[i] = vals[key, i]
+# 5. medians and per-round ratios -> markdown tables + chart data
+awk -v names="${NAMES[*]}" -v rounds="$ROUNDS" -v chart="$OUT/chart.dat" \
+    -v peers="glibc mimalloc jemalloc tcmalloc" '
+function median(arr, m,    i, j, t, v) {
+    if (m == 0) return ""
+    for (i = 1; i <= m; i++) v[i] = arr[i]
     for (i = 2; i <= m; i++) for (j = i; j > 1 && v[j - 1] > v[j]; j--) { t = v[j]; v[j] = v[j - 1]; v[j - 1] = t }
     return (m % 2) ? v[(m + 1) / 2] : (v[m / 2] + v[m / 2 + 1]) / 2
 }
+function med_of(wl, a,    r, m, arr) {
+    m = 0; for (r = 1; r <= rounds; r++) if ((wl, a, r) in val) arr[++m] = val[wl, a, r]
+    return median(arr, m)
+}
+# Median over rounds of num/den (den: an allocator, or "peer": the fastest of the four peers in
+# that round). Times: lower is better; for allocs/s the ratio is inverted so < 1 means faster.
+function ratio(wl, num, den,    r, m, arr, d, b, i, x) {
+    m = 0
+    for (r = 1; r <= rounds; r++) {
+        if (!((wl, num, r) in val)) continue
+        if (den == "peer") {
+            b = ""
+            for (i = 1; i <= np; i++) if ((wl, P[i], r) in val) { x = val[wl, P[i], r]; if (b == "" || (higher(wl) ? x > b : x < b)) b = x }
+            d = b
+        } else d = ((wl, den, r) in val) ? val[wl, den, r] : ""
+        if (d == "" || d == 0 || val[wl, num, r] == 0) continue
+        arr[++m] = higher(wl) ? d / val[wl, num, r] : val[wl, num, r] / d
+    }
+    return median(arr, m)
+}
+function higher(wl) { return wl ~ /^threads[12]$/ }
 function fmt(x) { if (x == "") return "n/a"; return (x >= 1000) ? sprintf("%.0f", x) : (x >= 10 ? sprintf("%.1f", x) : sprintf("%.2f", x)) }
-function check(got, op, want) { if (got == "") return "n/a"; return ((op == ">=") ? got >= want : got <= want) ? "PASS" : "FAIL" }
-FNR == 1 { f = FILENAME; sub(".*/", "", f); alloc = f; sub(/\..*/, "", alloc) }
-$1 == "RESULT" { key = $2 SUBSEP alloc; cnt[key]++; vals[key, cnt[key]] = $3; unit[$2] = $4 }
+function fr(x) { return x == "" ? "n/a" : sprintf("%.2fx", x) }
+function check(got, want) { if (got == "") return "n/a"; return got <= want ? "PASS" : "FAIL" }
+FNR == 1 { f = FILENAME; sub(".*/", "", f); n2 = split(f, parts, "."); alloc = parts[1]; rnd = parts[2] }
+$1 == "RESULT" { val[$2, alloc, rnd] = $3; unit[$2] = $4 }
 END {
-    na = split(names, A, " "); nw = split("bumper lifo mixed temp8m outside threads1 threads2 thread_scaling peak_rss_kib", W, " ")
+    na = split(names, A, " "); np = split(peers, P, " ")
+    nw = split("bumper lifo mixed temp8m outside threads1 threads2 thread_scaling peak_rss_kib", W, " ")
+    print "### Medians over rounds"; print ""
     hdr = "| workload | unit |"; sep = "|---|---|"
     for (i = 1; i <= na; i++) { hdr = hdr " " A[i] " |"; sep = sep "---:|" }
-    print hdr " speedup vs fastest other | resizealloc / glibc | target |"; print sep "---:|---:|---|"
+    print hdr; print sep
     for (w = 1; w <= nw; w++) {
-        wl = W[w]; higher = (wl ~ /^thread/); div = (wl ~ /^threads[12]$/) ? 1e6 : 1
-        u = (div > 1) ? "M allocs/s" : unit[wl]; line = "| " wl " | " u " |"; best = ""
-        for (i = 1; i <= na; i++) {
-            med[A[i]] = median(wl SUBSEP A[i]); x = med[A[i]]
-            line = line " " fmt(x == "" ? "" : x / div) " |"
-            if (A[i] != "resizealloc" && A[i] != "before" && A[i] != "floor" && A[i] != "forwarder" && x != "" && (best == "" || (higher ? x > best : x < best))) best = x
-        }
-        rz = med["resizealloc"]; gl = med["glibc"]; sp = ""; rg = ""
-        if (rz != "" && best != "" && rz > 0 && wl != "thread_scaling" && wl != "peak_rss_kib") sp = higher ? rz / best : best / rz
-        if (rz != "" && gl != "" && gl > 0) rg = rz / gl
-        tg = ""
-        if (wl == "bumper" || wl == "mixed") tg = ">= 2.00x faster: " check(sp, ">=", 2.0)
-        if (wl == "temp8m") tg = "<= 1.05x glibc: " check(rg, "<=", 1.05)
-        if (wl == "outside") tg = "<= 1.10x glibc: " check(rg, "<=", 1.10)
-        if (wl == "thread_scaling") tg = ">= 1.80x: " check(rz, ">=", 1.8)
-        print line " " (sp == "" ? "-" : sprintf("%.2fx", sp)) " | " (rg == "" ? "-" : sprintf("%.2fx", rg)) " | " tg " |"
+        wl = W[w]; div = (wl ~ /^threads[12]$/) ? 1e6 : 1
+        u = (div > 1) ? "M allocs/s" : unit[wl]; line = "| " wl " | " u " |"
+        for (i = 1; i <= na; i++) { med[A[i]] = med_of(wl, A[i]); x = med[A[i]]; line = line " " fmt(x == "" ? "" : x / div) " |" }
+        print line
         if (wl ~ /^(bumper|lifo|mixed|outside|temp8m)$/) {   # chart: ns per allocation
             row = (wl == "temp8m") ? "temp8m(8MiB)" : wl
-            for (i = 1; i <= na; i++) row = row " " (med[A[i]] == "" ? "?" : med[A[i]] * (wl == "temp8m" ? 1000 : 1))
+            for (i = 1; i <= na; i++) if (A[i] != "off") row = row " " (med[A[i]] == "" ? "?" : med[A[i]] * (wl == "temp8m" ? 1000 : 1))
             rows[++nr] = row
         }
     }
-    printf "workload" > chart; for (i = 1; i <= na; i++) printf " %s", A[i] > chart; print "" > chart
+    print ""; print "### Ratios: median of per-round ratios (below 1 is faster; for threads, throughput inverted)"; print ""
+    print "| workload | resizealloc / ideal | resizealloc / fastest peer | resizealloc / glibc | targets |"
+    print "|---|---:|---:|---:|---|"
+    for (w = 1; w <= 7; w++) {
+        wl = W[w]; ri = ratio(wl, "resizealloc", "ideal"); rp = ratio(wl, "resizealloc", "peer"); rg = ratio(wl, "resizealloc", "glibc")
+        tg = ""
+        if (wl ~ /^(bumper|lifo|mixed)$/) tg = "<= 1.10x ideal: " check(ri, 1.10) "; <= 1.00x fastest peer: " check(rp, 1.0)
+        if (wl == "mixed") tg = tg "; <= 0.50x fastest peer: " check(rp, 0.5)
+        if (wl == "temp8m") tg = "<= 1.00x fastest peer: " check(rp, 1.0) "; <= 1.05x glibc: " check(rg, 1.05)
+        if (wl == "outside") {
+            ro = ratio(wl, "off", "forwarder"); rd = ratio(wl, "resizealloc", "forwarder")
+            tg = "REGION=off / forwarder " fr(ro) " (<= 1.05x: " check(ro, 1.05) "); default mode / forwarder " fr(rd)
+        }
+        print "| " wl " | " fr(ri) " | " fr(rp) " | " fr(rg) " | " tg " |"
+    }
+    sc = med_of("thread_scaling", "resizealloc")
+    print "| thread_scaling | | | | resizealloc 2 threads / 1 thread " fmt(sc) "x (>= 1.90x: " (sc == "" ? "n/a" : (sc >= 1.9 ? "PASS" : "FAIL")) ") |"
+    printf "workload" > chart; for (i = 1; i <= na; i++) if (A[i] != "off") printf " %s", A[i] > chart; print "" > chart
     for (i = 1; i <= nr; i++) print rows[i] > chart
 }' "$RAW"/*.txt >"$OUT/results.md"
 
 elapsed=$(awk -v s="$START" -v e="$(date +%s.%N)" 'BEGIN { printf "%.1f", e - s }')
 {
     echo
-    echo "Median of $ROUNDS interleaved rounds (each figure in a round is the best of 3 in-process reps)."
-    echo "ns/alloc and us/region: lower is better; allocs/s: higher is better. $(nproc) CPUs; total ${elapsed}s."
-    echo "speedup vs fastest other = fastest other / resizealloc for times, resizealloc / best other for allocs/s."
+    echo "$ROUNDS interleaved rounds (each figure in a round is the best of 3 in-process reps); $(nproc) CPUs; total ${elapsed}s."
+    echo "ns/alloc and us/region: lower is better; allocs/s: higher is better. fastest peer: the best of glibc,"
+    echo "mimalloc, jemalloc and tcmalloc in the same round. ideal: bump pointer behind malloc (unsound; the limit)."
 } >>"$OUT/results.md"
 cat "$OUT/results.md"
 
@@ -142,7 +178,7 @@ set yrange [1:*]
 set ylabel 'ns / allocation (log scale)'
 set key top left
 set grid ytics
-plot for [i=2:$((n + 1))] '$OUT/chart.dat' using i:xtic(1) title columnheader(i)
+plot for [i=2:$((n))] '$OUT/chart.dat' using i:xtic(1) title columnheader(i)
 EOF
 else
     echo "WARNING: gnuplot not found; no chart" >&2

@@ -4,7 +4,8 @@
  * dlsym(RTLD_DEFAULT, ...); where they are absent they are no-ops.
  *
  * Build: gcc -std=c11 -O2 -pthread -o bench_alloc bench_alloc.c -ldl -lm
- * Usage: bench_alloc [--quick] [--scale F] [--floor]
+ * Usage: bench_alloc [--quick] [--scale F] [--floor] [--only W1,W2,...]
+ *   --only runs just the named workloads (bumper lifo mixed temp8m outside threads).
  * Output: lines "RESULT <name> <value> <unit>" (plus "INFO ..." lines).
  */
 #define _GNU_SOURCE
@@ -235,13 +236,23 @@ static double run_threads(int nthr, long regions) {
 
 static long scaled(long n, double f) { long v = (long)((double)n * f); return v < 1 ? 1 : v; }
 
+static const char *only; /* comma-separated workload names, or NULL for all */
+static int wanted(const char *name) {
+    if (!only) return 1;
+    size_t n = strlen(name);
+    for (const char *s = only; (s = strstr(s, name)) != NULL; s += n)
+        if ((s == only || s[-1] == ',') && (s[n] == ',' || s[n] == '\0')) return 1;
+    return 0;
+}
+
 int main(int argc, char **argv) {
     double scale = 1.0;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--quick")) scale = 0.1;
         else if (!strcmp(argv[i], "--floor")) floor_mode = 1;
         else if (!strcmp(argv[i], "--scale") && i + 1 < argc) scale = atof(argv[++i]);
-        else { fprintf(stderr, "usage: %s [--quick] [--scale F] [--floor]\n", argv[0]); return 1; }
+        else if (!strcmp(argv[i], "--only") && i + 1 < argc) only = argv[++i];
+        else { fprintf(stderr, "usage: %s [--quick] [--scale F] [--floor] [--only W1,W2,...]\n", argv[0]); return 1; }
     }
     *(void **)&region_begin_p = dlsym(RTLD_DEFAULT, "resize_region_begin"); /* POSIX idiom */
     *(void **)&region_end_p = dlsym(RTLD_DEFAULT, "resize_region_end");
@@ -250,30 +261,46 @@ int main(int argc, char **argv) {
     printf("INFO regions %s\n", region_begin_p && region_end_p ? "resizealloc" : "none");
 
     /* warm-up (untimed), so every allocator starts from a steady state */
-    run_bumper(50, 1); run_lifo(50); run_mixed(5); run_temp8m(3); run_bumper(50, 0);
+    if (wanted("bumper")) run_bumper(50, 1);
+    if (wanted("lifo")) run_lifo(50);
+    if (wanted("mixed")) run_mixed(5);
+    if (wanted("temp8m")) run_temp8m(3);
+    if (wanted("outside")) run_bumper(50, 0);
 
     double v;
     /* each timed figure is the best of REPS runs of 1/REPS of the iterations (less noise) */
-    BEST(v, run_bumper(scaled(100000 / REPS, scale), 1));
-    printf("RESULT bumper %.3f ns/alloc\n", v);
-    BEST(v, run_lifo(scaled(100000 / REPS, scale)));
-    printf("RESULT lifo %.3f ns/alloc\n", v);
-    BEST(v, run_mixed(scaled(5000 / REPS, scale)));
-    printf("RESULT mixed %.3f ns/alloc\n", v);
-    BEST(v, run_temp8m(scaled(200 / REPS, scale)));
-    printf("RESULT temp8m %.3f us/region\n", v);
-    BEST(v, run_bumper(scaled(100000 / REPS, scale), 0));
-    printf("RESULT outside %.3f ns/alloc\n", v);
-    long tr = scaled(100000 / REPS, scale);
-    double th1 = 0, th2 = 0;
-    for (int k = 0; k < REPS; k++) { /* best throughput of each */
-        double a = run_threads(1, tr), b = run_threads(2, tr);
-        if (a > th1) th1 = a;
-        if (b > th2) th2 = b;
+    if (wanted("bumper")) {
+        BEST(v, run_bumper(scaled(100000 / REPS, scale), 1));
+        printf("RESULT bumper %.3f ns/alloc\n", v);
     }
-    printf("RESULT threads1 %.0f allocs/s\n", th1);
-    printf("RESULT threads2 %.0f allocs/s\n", th2);
-    printf("RESULT thread_scaling %.3f x\n", th2 / th1);
+    if (wanted("lifo")) {
+        BEST(v, run_lifo(scaled(100000 / REPS, scale)));
+        printf("RESULT lifo %.3f ns/alloc\n", v);
+    }
+    if (wanted("mixed")) {
+        BEST(v, run_mixed(scaled(5000 / REPS, scale)));
+        printf("RESULT mixed %.3f ns/alloc\n", v);
+    }
+    if (wanted("temp8m")) {
+        BEST(v, run_temp8m(scaled(200 / REPS, scale)));
+        printf("RESULT temp8m %.3f us/region\n", v);
+    }
+    if (wanted("outside")) {
+        BEST(v, run_bumper(scaled(100000 / REPS, scale), 0));
+        printf("RESULT outside %.3f ns/alloc\n", v);
+    }
+    if (wanted("threads")) {
+        long tr = scaled(100000 / REPS, scale);
+        double th1 = 0, th2 = 0;
+        for (int k = 0; k < REPS; k++) { /* best throughput of each */
+            double a = run_threads(1, tr), b = run_threads(2, tr);
+            if (a > th1) th1 = a;
+            if (b > th2) th2 = b;
+        }
+        printf("RESULT threads1 %.0f allocs/s\n", th1);
+        printf("RESULT threads2 %.0f allocs/s\n", th2);
+        printf("RESULT thread_scaling %.3f x\n", th2 / th1);
+    }
 
     struct rusage ru;
     getrusage(RUSAGE_SELF, &ru);

@@ -8,10 +8,10 @@
 //!   capacity is committed right behind it instead of being a separate `malloc`. Nothing ever has
 //!   to move. Only when the slot itself is exhausted, or the kernel refuses the commit, does an
 //!   allocation *spill* to the next allocator (the caller does that when `alloc` returns null).
-//! * **Escapes are safe.** Every 16 KiB granule counts the live blocks that start or end in it,
-//!   and a block that spans granules is recorded in the granule its header lies in (`cross`), so
-//!   the granules strictly inside it are known to be covered without being counted one by one:
-//!   a block costs the same whatever its size. The bump pointer only ever enters a granule that
+//! * **Escapes are safe.** Every block puts one unit on the 16 KiB granule it starts in and one
+//!   on the granule it ends in (the same one, for most blocks), and records its header in the
+//!   granule it starts in (`cross`), so the granules strictly inside a large block are known to
+//!   be covered without being counted one by one: a block costs the same whatever its size. The bump pointer only ever enters a granule that
 //!   no live block starts in, ends in or covers, so a block that escapes its region pins the
 //!   granules it spans, never the arena, and is never overwritten.
 //! * **Cross-thread frees are lock-free.** The owner thread keeps plain counters (`local`); other
@@ -22,8 +22,8 @@
 //! slot_base ┬ Arena (this struct)
 //!           ├ local:  [u64; granules]        owner-only alloc-minus-local-free counts
 //!           ├ remote: [AtomicU64; granules]  frees by other threads
-//!           ├ cross:  [u32; granules]        owner-only: header of the block that starts in
-//!           │                                the granule and ends past it (see `crossing_last`)
+//!           ├ cross:  [u32; granules]        owner-only: header of the last block that
+//!           │                                starts in the granule (see `crossing_last`)
 //!           ├ touched: [u8; granules]        owner-only: 1 = resident (see footprint.rs)
 //!           ├ … padding to a granule boundary
 //! data_start┴ data granules … up to slot_end
@@ -32,11 +32,11 @@
 //!
 //! # Block layout
 //! Every block has a 16-byte header right before it. Its first word holds the requested size
-//! (low 48 bits) and a state tag (high 16 bits) that tells a live block from a freed one, for
+//! (high 48 bits) and a state tag (low 16 bits) that tells a live block from a freed one, for
 //! double-free detection; one store writes it, one load checks it. The span of a block is
-//! `[header, block + size)`: it is counted in its first granule and, when it ends in another
-//! one, in its last granule too (two units); the granules in between are covered through
-//! `cross`. Blocks are 16-byte aligned, and the bump pointer stays 16-byte aligned.
+//! `[header, block + size)`: it is counted in its first granule and in its last granule (two
+//! units, in one granule or two); the granules in between are covered through `cross`. Blocks
+//! are 16-byte aligned, and the bump pointer stays 16-byte aligned.
 
 use core::cell::Cell;
 use core::mem::size_of;
@@ -60,10 +60,11 @@ pub const PEAK_HISTORY: usize = 8;
 /// Nested regions deeper than this still work but do not restore their checkpoint.
 pub const MAX_CHECKPOINTS: usize = 32;
 
-/// Header word layout: size in the low bits, state tag in the top 16 bits. Sizes fit: no
-/// arena is larger than 64 GiB.
-const SIZE_BITS: u32 = 48;
-const SIZE_MASK: usize = (1 << SIZE_BITS) - 1;
+/// Header word layout: state tag in the low 16 bits, size above (`size << TAG_BITS | tag`), so
+/// that the fast free checks and flips the tag with 16-bit operations. Sizes fit: no arena is
+/// larger than 64 GiB.
+const TAG_BITS: u32 = 16;
+const TAG_MASK: usize = (1 << TAG_BITS) - 1;
 const TAG_LIVE: usize = 0xA110;
 /// A live block sampled by the lifetime predictor: the header's second word holds its
 /// [`SampleWord`]. Owner frees of it take the slow path, which learns from its age.
@@ -73,6 +74,24 @@ const TAG_SAMPLED: usize = 0xA111;
 const ORPHANED: u64 = 1 << 63;
 const TAG_FREED: usize = 0xF4EE;
 
+/// The header word of a block of `size` bytes in state `tag`.
+#[inline(always)]
+const fn header_word(size: usize, tag: usize) -> usize {
+    size << TAG_BITS | tag
+}
+
+/// The size a header word records.
+#[inline(always)]
+const fn word_size(word: usize) -> usize {
+    word >> TAG_BITS
+}
+
+/// The state tag of a header word.
+#[inline(always)]
+const fn word_tag(word: usize) -> usize {
+    word & TAG_MASK
+}
+
 /// Requests from this size on stay in the arena whatever their site's lifetime: a long-lived
 /// large block pins at most the two granules at its ends (under 2 % of its size at 1 MiB), so
 /// prediction buys nothing for it, while the next allocator's path for it (`mmap`, page faults,
@@ -80,6 +99,17 @@ const TAG_FREED: usize = 0xF4EE;
 /// live longer than a lap kept 40 MiB more resident when some of them went to glibc and some
 /// stayed in the arena.)
 const LARGE_STAYS: usize = 1 << 20;
+
+/// The largest slot: crossing entries keep bits 4..36 of a header's address, and a slot aligned
+/// to its size of at most 64 GiB has the bits above in its base.
+pub const MAX_SLOT: usize = 1 << 36;
+const CROSS_SPAN_MASK: usize = MAX_SLOT - 1;
+
+/// The crossing entry of the header at `hdr` (never 0: the slot's first bytes are metadata).
+#[inline(always)]
+fn cross_entry(hdr: usize) -> u32 {
+    (hdr >> 4) as u32
+}
 
 /// Granules owner frees empty between two looks at the bound, at least.
 const EMPTIED_MIN: usize = 64;
@@ -227,7 +257,10 @@ impl OwnerCounter {
     }
     #[inline(always)]
     fn sub(&self, n: u64) {
-        self.add(n.wrapping_neg());
+        self.0.store(
+            self.0.load(Ordering::Relaxed).wrapping_sub(n),
+            Ordering::Relaxed,
+        );
     }
     #[inline(always)]
     fn get(&self) -> u64 {
@@ -260,12 +293,15 @@ enum Stop {
 ///   `[top, run_end)` belongs to a live block: that is the memory the bump pointer hands out next.
 /// * `limit == min(run_end, cap_end)`; the fast path serves only `[top, limit)`.
 /// * `run_end`, `cap_end`, `committed_end` are granule aligned.
-/// * `local[g] - remote[g]` is the number of live blocks whose span starts or ends in granule `g`
-///   (a block within one granule counts once there).
-/// * A live block that spans granules `f < l` has `cross[f]` pointing at its header (the block
-///   is the last one starting in `f`, so there is one at most); granules strictly between `f`
-///   and `l` hold nothing else and count zero. `cross[f]` may also hold a stale entry (its
-///   block was freed by another thread): `crossing_last` tells them apart by the header's tag.
+/// * `local[g] - remote[g]` is the number of live blocks whose span starts in granule `g` plus
+///   the number whose span ends in it (a block within one granule counts two there). Zero
+///   means no live block starts or ends in `g`.
+/// * A live block that spans granules `f < l` is the last block starting in `f` (any later one
+///   would start past its end), and `cross[f]` holds its header: every block that starts in a
+///   granule writes its header there, and nothing else writes a granule's entry while a block
+///   starts in it, but a run entering the empty granule (which clears it). Granules strictly
+///   between `f` and `l` hold nothing else and count zero. An entry whose block was freed, or
+///   stays within its granule, is told apart by the header (`crossing_last`).
 /// * `touched[g] == 1` for every granule of the current run and every granule with a live
 ///   block; `resident_granules` is the number of granules with `touched[g] == 1` (the memory
 ///   bound's measure, see footprint.rs). A granule with `touched[g] == 0` holds no pages.
@@ -281,10 +317,16 @@ pub struct Arena {
     /// `local` biased so that `local_by_addr[addr >> GRANULE_SHIFT]` is the count of the granule
     /// holding `addr` (saves a subtraction per allocation and free).
     local_by_addr: *mut u64,
-    min_alloc: usize,
-    /// `max_alloc - min_alloc`: one unsigned compare checks both bounds.
-    alloc_span: usize,
+    /// `cross` biased the same way.
+    cross_by_addr: *mut u32,
     run_start: Cell<usize>,
+    /// Header of the last block the fast path handed out, not counted yet (0: none; the fast
+    /// free compares a freed block's header with it, and no block of ours or of the next
+    /// allocator has its header at address 0). Its
+    /// units go on its granules when the next block is handed out or before anything looks at
+    /// the counts (`flush_pending`); freed first, as in a LIFO loop, it is never counted at all.
+    /// When not 0, the block ends at `top` (rounded) and lies in the current run.
+    pending: Cell<usize>,
     /// Highest `top` seen in this outermost region (absolute address); the peak is
     /// `peak_top - origin`.
     peak_top: Cell<usize>,
@@ -295,7 +337,7 @@ pub struct Arena {
     plausible_slots: AtomicUsize,
     committed_bytes: OwnerCounter,
     region_allocs: OwnerCounter,
-    /// Bytes (headers included) of blocks allocated minus blocks freed by the owner; minus
+    /// Bytes (headers included, sizes rounded up to 16) of blocks allocated minus blocks freed by the owner; minus
     /// `remote_bytes` it is the arena's live bytes (the memory bound's measure).
     live_local_bytes: OwnerCounter,
     slot_base: usize,
@@ -322,6 +364,8 @@ pub struct Arena {
     peaks_seen: Cell<usize>,
     min_capacity: usize,
     recycle: bool,
+    /// The user set size bounds: every allocation takes the slow path, which checks them.
+    bounded: bool,
     /// Process mode: bytes of runs used since the bump pointer last wrapped.
     lap_progress: Cell<usize>,
     checkpoints: [Cell<Checkpoint>; MAX_CHECKPOINTS],
@@ -331,8 +375,8 @@ pub struct Arena {
     /// One byte per granule: 1 when the granule is resident (a run entered it since it was
     /// last given back), 0 when it reads as zero and holds no pages. Owner only.
     touched: *mut u8,
-    /// One entry per granule: `(header - slot_base) / 16` of the live block that starts in the
-    /// granule and ends in a later one, or 0 (no header lies at `slot_base`). Owner only.
+    /// One entry per granule: bits 4..36 of the header of the last block that started in the
+    /// granule (see `cross_entry`), or 0. Owner only.
     cross: *mut u32,
     /// Everything in `[max(zero_from, highest top of the run), run_end)` reads as zero: what
     /// `alloc_zeroed` need not clear. Moves past every granule the run enters that was resident.
@@ -398,7 +442,7 @@ pub struct Arena {
     /// to `ORPHANED` (all units freed, owner gone) releases the slot, and no thread reads the
     /// arena after its own add: the slot may be gone by then.
     release_balance: AtomicU64,
-    /// Bytes (headers included) of blocks freed by other threads.
+    /// Bytes (headers included, sizes rounded up to 16) of blocks freed by other threads.
     remote_bytes: AtomicU64,
     /// Set by the exiting owner (stats only).
     orphaned: AtomicBool,
@@ -438,6 +482,9 @@ impl Arena {
     ) -> Option<&'static Arena> {
         let meta = Self::metadata_bytes(slot_size);
         debug_assert!(slot_size.is_power_of_two() && slot_base % slot_size == 0);
+        if slot_size > MAX_SLOT {
+            return None;
+        }
         debug_assert!(
             meta + 4 * GRANULE <= slot_size,
             "slot of {slot_size} bytes too small"
@@ -468,15 +515,15 @@ impl Arena {
         let touched = unsafe { cross.add(granules) } as *mut u8;
         let min_alloc = cfg.min_alloc.max(1);
         let user_max_alloc = cfg.max_alloc.max(min_alloc);
-        // The fast path's bound is also the slot's room, which rules out address wrap-around.
-        let max_alloc = user_max_alloc.min(data_room).max(min_alloc);
+        // Size bounds the user set turn the fast path off (its limit stays 0): it checks no size.
+        let bounded = min_alloc > 1 || user_max_alloc < data_room;
         let arena = Arena {
             top: Cell::new(data_start),
-            limit: Cell::new(data_start),
+            limit: Cell::new(if bounded { 0 } else { data_start }),
             local_by_addr: local.wrapping_sub(slot_base >> GRANULE_SHIFT),
-            min_alloc,
-            alloc_span: max_alloc - min_alloc,
+            cross_by_addr: cross.wrapping_sub(slot_base >> GRANULE_SHIFT),
             run_start: Cell::new(data_start),
+            pending: Cell::new(0),
             peak_top: Cell::new(data_start),
             data_start,
             plausible_slots: AtomicUsize::new(0),
@@ -500,6 +547,7 @@ impl Arena {
             peaks_seen: Cell::new(0),
             min_capacity: capacity,
             recycle: cfg.recycle,
+            bounded,
             lap_progress: Cell::new(0),
             checkpoints: Default::default(),
             checkpoint_depth: Cell::new(0),
@@ -599,8 +647,8 @@ impl Arena {
         self.alloc_slow(size, align.max(MIN_ALIGN))
     }
 
-    /// The fast path alone: a block from the checked run that lies within one granule, or null
-    /// when the caller must take [`Arena::alloc_slow`]. Calls nothing, so a caller that inlines
+    /// The fast path alone: a block from the checked run, or null when the caller must take
+    /// [`Arena::alloc_slow`]. Calls nothing, so a caller that inlines
     /// it needs no stack frame.
     ///
     /// # Safety
@@ -608,30 +656,103 @@ impl Arena {
     #[inline(always)]
     pub unsafe fn try_alloc_fast(&self, size: usize, align: usize) -> *mut u8 {
         debug_assert!(size >= 1 && align.is_power_of_two());
-        let align = if align < MIN_ALIGN { MIN_ALIGN } else { align };
-        let p = self.top.get().wrapping_add(HEADER + align - 1) & !(align - 1);
+        // `top` is 16-byte aligned, so the usual alignments need no rounding. `top` lies below
+        // 2^47, so `p` cannot wrap; an alignment beyond the slot makes `p` exceed the limit, and
+        // so does a size beyond the slot (the first test, which a constant size folds away,
+        // keeps `end` from wrapping).
+        let p = if align <= MIN_ALIGN {
+            self.top.get() + HEADER
+        } else {
+            (self.top.get() + HEADER + align - 1) & !(align - 1)
+        };
         let end = p.wrapping_add(size);
-        let hdr = p.wrapping_sub(HEADER);
-        // The size bound is at most the slot's room, so `end` cannot wrap when it passes; an
-        // alignment beyond the slot makes `p` itself exceed the limit. Blocks that cross a
-        // granule boundary (several counts to bump) take the slow path.
-        if size.wrapping_sub(self.min_alloc) > self.alloc_span
-            || end > self.limit.get()
-            || (hdr ^ (end - 1)) >> GRANULE_SHIFT != 0
-        {
+        if size > MAX_SLOT || end > self.limit.get() {
             return ptr::null_mut();
         }
-        self.top.set(align_up(end, MIN_ALIGN));
+        let hdr = p - HEADER;
+        self.flush_pending();
+        let new_top = align_up(end, MIN_ALIGN);
+        self.top.set(new_top);
         // SAFETY: `[hdr, end)` lies in `[top, limit)`, which the invariants say is committed and
         // unused.
-        unsafe { (hdr as *mut usize).write(size | TAG_LIVE << SIZE_BITS) };
-        // SAFETY: `hdr >> GRANULE_SHIFT` is the absolute granule number of an address in this
-        // slot, which `local_by_addr` maps onto the slot's count table; owner thread only.
-        unsafe { *self.local_by_addr.add(hdr >> GRANULE_SHIFT) += 1 };
+        unsafe { (hdr as *mut usize).write(header_word(size, TAG_LIVE)) };
+        self.pending.set(hdr);
         self.region_allocs.add(1);
-        self.live_local_bytes.add((size + HEADER) as u64);
+        self.live_local_bytes.add((new_top - hdr) as u64);
         self.debug_check();
-        p as *mut u8
+        let p = p as *mut u8;
+        if p.is_null() {
+            // SAFETY: `p = top + HEADER` (at least) and `top` is an address in our slot.
+            unsafe { core::hint::unreachable_unchecked() }
+        }
+        p
+    }
+
+    /// Counts the pending block, if there is one (see `pending`). Every owner operation but the
+    /// fast paths calls it before it looks at or changes the counts or the run.
+    #[inline(always)]
+    fn flush_pending(&self) {
+        let hdr = self.pending.get();
+        if hdr != 0 {
+            self.pending.set(0);
+            // SAFETY: the header of a block this arena handed out, in committed memory (it is
+            // live or was freed by another thread: its size bits stay). Atomic: another thread
+            // may be freeing it (it writes the tag atomically).
+            let word = unsafe { (*(hdr as *const AtomicUsize)).load(Ordering::Relaxed) };
+            // SAFETY: the block's units were never put on its granules.
+            unsafe { self.count_units(hdr, hdr + HEADER + word_size(word)) };
+        }
+    }
+
+    /// The granules the pending block's units will go on, as `(first, last)` granule indices
+    /// (tests and invariant checks, which must not flush it).
+    fn pending_span(&self) -> Option<(usize, usize)> {
+        let hdr = self.pending.get();
+        if hdr == 0 {
+            return None;
+        }
+        // SAFETY: as in `flush_pending`.
+        let word = unsafe { (*(hdr as *const AtomicUsize)).load(Ordering::Relaxed) };
+        Some((
+            self.granule(hdr),
+            self.granule(hdr + HEADER + word_size(word) - 1),
+        ))
+    }
+
+    /// Writes the header of the block `[hdr + HEADER, end)` and counts it: a unit on its first
+    /// and on its last granule, its header in its first granule's crossing entry. The same
+    /// stores whatever the block's size.
+    ///
+    /// # Safety
+    /// `[hdr, end)` is committed, unused memory of this arena's current run, and `top` is past it.
+    #[inline(always)]
+    unsafe fn count_block(&self, hdr: usize, end: usize) {
+        // SAFETY: caller's obligation.
+        unsafe { (hdr as *mut usize).write(header_word(end - hdr - HEADER, TAG_LIVE)) };
+        // SAFETY: caller's obligation.
+        unsafe { self.count_units(hdr, end) };
+        self.region_allocs.add(1);
+        self.live_local_bytes
+            .add((align_up(end, MIN_ALIGN) - hdr) as u64);
+        self.debug_check();
+    }
+
+    /// Puts the units of the block `[hdr + HEADER, end)` on its first and last granule and its
+    /// header in its first granule's crossing entry.
+    ///
+    /// # Safety
+    /// The block lies in this arena's slot and its units are not on the granules yet.
+    #[inline(always)]
+    unsafe fn count_units(&self, hdr: usize, end: usize) {
+        // SAFETY: `addr >> GRANULE_SHIFT` is the absolute granule number of an address in this
+        // slot, which `local_by_addr` and `cross_by_addr` map onto the slot's tables; owner
+        // thread only.
+        unsafe {
+            let (local, cross) = (self.local_by_addr, self.cross_by_addr);
+            *local.add(hdr >> GRANULE_SHIFT) += 1;
+            *local.add((end - 1) >> GRANULE_SHIFT) += 1;
+            *cross.add(hdr >> GRANULE_SHIFT) = cross_entry(hdr);
+        }
     }
 
     /// Writes the header and counts the block. The caller has moved `top` past it.
@@ -640,75 +761,29 @@ impl Arena {
     /// `[p - HEADER, p + size)` is committed, unused memory of this arena's current run.
     #[inline(always)]
     unsafe fn commit_block(&self, p: usize, size: usize) {
-        let hdr = p - HEADER;
         // SAFETY: caller's obligation.
-        unsafe { (hdr as *mut usize).write(size | TAG_LIVE << SIZE_BITS) };
-        let last_byte = p + size - 1;
-        if (hdr ^ last_byte) >> GRANULE_SHIFT == 0 {
-            // SAFETY: `hdr >> GRANULE_SHIFT` is the absolute granule number of an address in this
-            // slot, which `local_by_addr` maps onto the slot's count table; owner thread only.
-            unsafe { *self.local_by_addr.add(hdr >> GRANULE_SHIFT) += 1 };
-        } else {
-            self.count_crossing(hdr, self.granule(last_byte));
-        }
-        self.region_allocs.add(1);
-        self.live_local_bytes.add((size + HEADER) as u64);
-        self.debug_check();
-    }
-
-    /// Counts a block that starts (header at `hdr`) in one granule and ends in `last`, a later
-    /// one: one unit in each, and the crossing entry that covers the granules in between.
-    #[cold]
-    #[inline(never)]
-    fn count_crossing(&self, hdr: usize, last: usize) {
-        let first = self.granule(hdr);
-        debug_assert!(last > first);
-        // SAFETY: `first` and `last` index granules of this slot; owner thread only.
-        unsafe {
-            *self.local.add(first) += 1;
-            *self.local.add(last) += 1;
-            *self.cross.add(first) = ((hdr - self.slot_base) >> 4) as u32;
-        }
-    }
-
-    /// Takes the counts of a crossing block (header at `hdr`, last granule `last`) off again;
-    /// returns how many granules it leaves empty (all of its inner ones, and its ends if no other
-    /// block uses them; remote frees are not looked at: this feeds a trigger).
-    #[cold]
-    #[inline(never)]
-    fn uncount_crossing(&self, hdr: usize, last: usize) -> usize {
-        let first = self.granule(hdr);
-        debug_assert!(last > first);
-        // SAFETY: `first` and `last` index granules of this slot; owner thread only.
-        unsafe {
-            *self.local.add(first) -= 1;
-            *self.local.add(last) -= 1;
-            *self.cross.add(first) = 0;
-            (last - first - 1)
-                + (*self.local.add(first) == 0) as usize
-                + (*self.local.add(last) == 0) as usize
-        }
+        unsafe { self.count_block(p - HEADER, p + size) };
     }
 
     /// The last granule of the live block that starts in granule `g` and ends past it, if
     /// there is one. Call only when `live(g) != 0` (so the granule is committed and the entry's
-    /// header readable). An entry whose block another thread freed reads as none: the header's
-    /// tag says freed. (A stale entry over memory reused since could only make a granule look
-    /// covered when it is not: that keeps it from reuse a while, never hands out live memory.)
+    /// header readable). An entry whose block was freed reads as none: the header's tag says
+    /// freed. (A stale entry over memory reused since could only make a granule look covered
+    /// when it is not: that keeps it from reuse a while, never hands out live memory.)
     fn crossing_last(&self, g: usize) -> Option<usize> {
         // SAFETY: granule of this slot; owner thread only.
         let entry = unsafe { *self.cross.add(g) } as usize;
         if entry == 0 {
             return None;
         }
-        let hdr = self.slot_base + (entry << 4);
+        let hdr = (self.slot_base & !CROSS_SPAN_MASK) | entry << 4;
         // SAFETY: the header lies in granule `g`, which holds a live block, so it is committed.
         // Atomic: another thread may be freeing that block (it writes the tag atomically).
         let word = unsafe { (*(hdr as *const AtomicUsize)).load(Ordering::Acquire) };
-        if (word >> SIZE_BITS) | 1 != TAG_SAMPLED {
+        if word_tag(word) | 1 != TAG_SAMPLED {
             return None;
         }
-        let end = (hdr + HEADER).saturating_add(word & SIZE_MASK);
+        let end = (hdr + HEADER).saturating_add(word_size(word));
         let last = self.granule(end.min(self.committed_end.get()) - 1);
         (last > g).then_some(last)
     }
@@ -729,6 +804,7 @@ impl Arena {
     #[cold]
     #[inline(never)]
     pub fn alloc_slow(&self, size: usize, align: usize) -> *mut u8 {
+        self.flush_pending();
         if !align.is_power_of_two() {
             return ptr::null_mut();
         }
@@ -769,7 +845,7 @@ impl Arena {
                     }
                 }
                 self.top.set(new_top);
-                self.limit.set(self.run_end.get().min(self.cap_end.get()));
+                self.update_limit();
                 // SAFETY: `[p - HEADER, end)` lies in the checked run `[top, run_end)`.
                 unsafe { self.commit_block(p, size) };
                 return p as *mut u8;
@@ -845,7 +921,7 @@ impl Arena {
         if run_end > self.used_end.get() {
             self.used_end.set(run_end);
         }
-        self.limit.set(run_end.min(self.cap_end.get()));
+        self.update_limit();
         result
     }
 
@@ -861,7 +937,7 @@ impl Arena {
         self.run_end.set(at);
         self.top.set(at);
         self.zero_from.set(at);
-        self.limit.set(at.min(self.cap_end.get()));
+        self.update_limit();
     }
 
     /// Process mode: go back to the start of the arena and reuse freed granules.
@@ -937,13 +1013,21 @@ impl Arena {
         self.peak_top.get().saturating_sub(self.origin.get())
     }
 
+    /// The fast path serves `[top, limit)`: the checked run up to the capacity, or nothing when
+    /// the user set size bounds.
+    #[inline]
+    fn update_limit(&self) {
+        let limit = self.run_end.get().min(self.cap_end.get());
+        self.limit.set(if self.bounded { 0 } else { limit });
+    }
+
     fn set_capacity_end(&self, cap_end: usize) {
         if cap_end != self.cap_end.get() {
             self.resizes.add(1);
         }
         self.cap_end.set(cap_end);
         self.capacity_bytes.set((cap_end - self.data_start) as u64);
-        self.limit.set(self.run_end.get().min(cap_end));
+        self.update_limit();
     }
 
     // ---------------------------------------------------------------- free and realloc
@@ -959,10 +1043,10 @@ impl Arena {
         // SAFETY: caller's obligation: the header bytes are committed memory of our slot.
         let word = unsafe { *hdr };
         // TAG_LIVE and TAG_SAMPLED differ in the low bit only.
-        if (word >> SIZE_BITS) | 1 != TAG_SAMPLED {
-            bad_free(word >> SIZE_BITS == TAG_FREED);
+        if word_tag(word) | 1 != TAG_SAMPLED {
+            bad_free(word_tag(word) == TAG_FREED);
         }
-        (hdr, word & SIZE_MASK)
+        (hdr, word_size(word))
     }
 
     /// The sample word of a live block whose header `hdr` was validated, if it is sampled.
@@ -971,7 +1055,7 @@ impl Arena {
     /// `hdr` is the validated header of a live block of this arena.
     unsafe fn sample_of(hdr: *mut usize) -> Option<SampleWord> {
         // SAFETY: caller's obligation; the second header word is part of the block's header.
-        unsafe { (*hdr >> SIZE_BITS == TAG_SAMPLED).then(|| SampleWord(*hdr.add(1) as u64)) }
+        unsafe { (word_tag(*hdr) == TAG_SAMPLED).then(|| SampleWord(*hdr.add(1) as u64)) }
     }
 
     /// Checks that `p` can be a block of this arena before its header is read: 16-byte aligned
@@ -1020,36 +1104,75 @@ impl Arena {
         }
     }
 
-    /// The fast path alone: frees a valid block that lies within one granule and returns true;
-    /// returns false, having changed nothing, for anything else. Calls nothing.
+    /// The fast path alone: frees a valid, unsampled block and returns true; returns false,
+    /// having changed nothing, for anything else. Calls nothing but the rare bound check.
     ///
     /// # Safety
-    /// As [`Arena::free_local`].
+    /// Called by the owner thread. `p` is null, a live block of this arena, or any address at
+    /// or above 4 KiB that this arena does not own (only the pending block's header is read
+    /// without a range check, and no such address matches it).
     #[inline(always)]
     pub unsafe fn try_free_local_fast(&self, p: *mut u8) -> bool {
         let p = p as usize;
+        let hdr = p.wrapping_sub(HEADER);
+        if hdr == self.pending.get() {
+            // The last block handed out, not counted yet: the bump pointer takes it back.
+            // SAFETY: the pending header is one of our blocks, in committed memory.
+            let word = unsafe { *(hdr as *const usize) };
+            if word_tag(word) != TAG_LIVE {
+                return false; // sampled, or a double free: the slow path tells
+            }
+            // SAFETY: as above; flips its tag to freed for double-free detection.
+            unsafe { *(hdr as *mut usize) = word ^ (TAG_LIVE ^ TAG_FREED) };
+            self.pending.set(0);
+            // The block ends at `top` (rounded up): see `pending`.
+            self.live_local_bytes.sub((self.top.get() - hdr) as u64);
+            self.note_peak();
+            self.top.set(hdr);
+            self.debug_check();
+            return true;
+        }
         if !self.plausible(p) {
             return false;
         }
-        let hdr = p - HEADER;
         // SAFETY: `p` is in our committed data (plausible), so its header is readable.
         let word = unsafe { *(hdr as *const usize) };
-        let size = word & SIZE_MASK;
-        if word >> SIZE_BITS != TAG_LIVE || (hdr ^ (p + size - 1)) >> GRANULE_SHIFT != 0 {
+        let size = word_size(word);
+        if word_tag(word) != TAG_LIVE {
             return false;
         }
         // SAFETY: a validated live header; flips its tag to freed for double-free detection.
-        unsafe { *(hdr as *mut usize) = word ^ (TAG_LIVE ^ TAG_FREED) << SIZE_BITS };
-        // SAFETY: absolute granule number of an address in this slot; owner thread only.
-        let count = unsafe { &mut *self.local_by_addr.add(hdr >> GRANULE_SHIFT) };
-        *count -= 1;
-        let emptied = *count == 0;
-        self.live_local_bytes.sub((size + HEADER) as u64);
-        if !self.lifo_release(hdr, p + size) && emptied {
-            self.granules_emptied(1);
+        unsafe { *(hdr as *mut usize) = word ^ (TAG_LIVE ^ TAG_FREED) };
+        // SAFETY: a live block of this arena, on the owner thread.
+        let emptied = unsafe { self.uncount_block(hdr, p + size) };
+        if !self.lifo_release(hdr, p + size) && emptied != 0 {
+            self.granules_emptied(emptied);
         }
         self.debug_check();
         true
+    }
+
+    /// Takes the units of the block `[hdr + HEADER, end)` off its first and last granule.
+    /// Returns about how many granules it leaves empty: its inner ones and its last one if that
+    /// is empty now (exact for a block within one granule; this feeds a trigger, and remote
+    /// frees are not looked at). Its crossing entry stays: its header now says freed.
+    ///
+    /// # Safety
+    /// The block is live, counted, and this is the owner thread.
+    #[inline(always)]
+    unsafe fn uncount_block(&self, hdr: usize, end: usize) -> usize {
+        let (first, last) = (hdr >> GRANULE_SHIFT, (end - 1) >> GRANULE_SHIFT);
+        // SAFETY: absolute granule numbers of addresses in this slot; owner thread only.
+        let left = unsafe {
+            let local = self.local_by_addr;
+            *local.add(first) -= 1;
+            let count = &mut *local.add(last);
+            *count -= 1;
+            *count
+        };
+        self.live_local_bytes
+            .sub((align_up(end, MIN_ALIGN) - hdr) as u64);
+        (last - first) + (left == 0) as usize
     }
 
     /// LIFO: when the block `[hdr, end)` is the most recent one of the current run, its memory
@@ -1067,6 +1190,7 @@ impl Arena {
     #[cold]
     #[inline(never)]
     unsafe fn free_local_slow(&self, p: *mut u8) {
+        self.flush_pending();
         let p = p as usize;
         if !self.plausible(p) {
             bad_free(false);
@@ -1078,18 +1202,10 @@ impl Arena {
             self.learn_from_free(p, w);
         }
         // SAFETY: as above; marks the block freed for double-free detection.
-        unsafe { *hdr = size | TAG_FREED << SIZE_BITS };
+        unsafe { *hdr = header_word(size, TAG_FREED) };
         let hdr = hdr as usize;
-        let last = self.granule(p + size - 1);
-        let emptied = if last == self.granule(hdr) {
-            // SAFETY: granule of this slot; owner thread only.
-            let count = unsafe { &mut *self.local.add(last) };
-            *count -= 1;
-            (*count == 0) as usize
-        } else {
-            self.uncount_crossing(hdr, last)
-        };
-        self.live_local_bytes.sub((size + HEADER) as u64);
+        // SAFETY: a validated live block of this arena, on the owner thread.
+        let emptied = unsafe { self.uncount_block(hdr, p + size) };
         if !self.lifo_release(hdr, p + size) && emptied > 0 {
             self.granules_emptied(emptied);
         }
@@ -1115,19 +1231,24 @@ impl Arena {
         // SAFETY: validated live header; only this thread frees this block. Atomic, because the
         // owner may read the tag of a crossing block at any time (`crossing_last`).
         unsafe {
-            (*(hdr as *const AtomicUsize)).store(size | TAG_FREED << SIZE_BITS, Ordering::Release)
+            (*(hdr as *const AtomicUsize)).store(header_word(size, TAG_FREED), Ordering::Release)
         };
         let first = self.granule(p - HEADER);
         let last = self.granule(p + size - 1);
         // SAFETY: granules of this slot. Release publishes our last use of the block.
-        unsafe { (*self.remote.add(first)).fetch_add(1, Ordering::Release) };
-        if last != first {
-            // SAFETY: as above.
-            unsafe { (*self.remote.add(last)).fetch_add(1, Ordering::Release) };
+        unsafe {
+            if first == last {
+                (*self.remote.add(first)).fetch_add(2, Ordering::Release);
+            } else {
+                (*self.remote.add(first)).fetch_add(1, Ordering::Release);
+                (*self.remote.add(last)).fetch_add(1, Ordering::Release);
+            }
         }
-        self.remote_bytes
-            .fetch_add((size + HEADER) as u64, Ordering::Relaxed);
-        let units = 1 + (last != first) as u64;
+        self.remote_bytes.fetch_add(
+            (align_up(size, MIN_ALIGN) + HEADER) as u64,
+            Ordering::Relaxed,
+        );
+        let units = 2;
         // Last access to the arena: after this add another thread may release the slot.
         let balance = self
             .release_balance
@@ -1142,10 +1263,14 @@ impl Arena {
     /// # Safety
     /// Called by the owner thread; `p` is a live block of this arena.
     pub unsafe fn try_resize_in_place(&self, p: *mut u8, new_size: usize) -> bool {
+        self.flush_pending();
         let p = p as usize;
         // SAFETY: caller's obligation.
         let (hdr, old_size) = unsafe { self.header_of(p) };
-        if new_size == 0 || new_size.wrapping_sub(self.min_alloc) > self.alloc_span {
+        if new_size == 0
+            || new_size < self.user_min_alloc
+            || new_size > self.user_max_alloc.min(self.slot_end - self.data_start)
+        {
             return false;
         }
         if new_size <= align_up(old_size, MIN_ALIGN) {
@@ -1156,7 +1281,7 @@ impl Arena {
             if new_last != old_last {
                 // Shrinking off whole granules: they stop holding this block, so they can be
                 // reused and given back; the last block also hands its tail to the bump pointer.
-                let emptied = self.move_last_granule(hdr as usize, old_last, new_last);
+                let emptied = self.move_last_granule(old_last, new_last);
                 self.granules_emptied(emptied);
             }
             if align_up(p + old_size, MIN_ALIGN) == self.top.get()
@@ -1165,10 +1290,12 @@ impl Arena {
                 self.note_peak();
                 self.top.set(align_up(p + new_size, MIN_ALIGN));
             }
-            self.live_local_bytes.add(new_size as u64);
-            self.live_local_bytes.sub(old_size as u64);
+            self.live_local_bytes
+                .add(align_up(new_size, MIN_ALIGN) as u64);
+            self.live_local_bytes
+                .sub(align_up(old_size, MIN_ALIGN) as u64);
             // SAFETY: validated header; the tag (plain or sampled) stays.
-            unsafe { *hdr = new_size | (*hdr & !SIZE_MASK) };
+            unsafe { *hdr = header_word(new_size, word_tag(*hdr)) };
             self.debug_check();
             return true;
         }
@@ -1179,38 +1306,37 @@ impl Arena {
             None => return false,
         };
         let new_top = align_up(end, MIN_ALIGN);
-        if !is_last || new_top > self.limit.get() {
+        if !is_last || new_top > self.run_end.get().min(self.cap_end.get()) {
             return false;
         }
         let old_last = self.granule(p + old_size - 1);
         let new_last = self.granule(end - 1);
         if new_last > old_last {
-            self.move_last_granule(hdr as usize, old_last, new_last);
+            self.move_last_granule(old_last, new_last);
+            // The block is the last one of the run, so the last one starting in its granule,
+            // but the entry may name a later block that was freed since (LIFO): name this one.
+            let hdr = hdr as usize;
+            // SAFETY: granule of this slot; owner thread only.
+            unsafe { *self.cross_by_addr.add(hdr >> GRANULE_SHIFT) = cross_entry(hdr) };
         }
-        self.live_local_bytes.add((new_size - old_size) as u64);
+        self.live_local_bytes
+            .add((align_up(new_size, MIN_ALIGN) - align_up(old_size, MIN_ALIGN)) as u64);
         // SAFETY: validated header; the tag (plain or sampled) stays.
-        unsafe { *hdr = new_size | (*hdr & !SIZE_MASK) };
+        unsafe { *hdr = header_word(new_size, word_tag(*hdr)) };
         self.top.set(new_top);
         self.debug_check();
         true
     }
 
-    /// A live block (header at `hdr`) that ended in granule `old_last` now ends in `new_last`:
-    /// moves its end unit and keeps its crossing entry right. Returns how many granules it
-    /// left empty (shrinking; remote frees are not looked at: this feeds a trigger).
-    fn move_last_granule(&self, hdr: usize, old_last: usize, new_last: usize) -> usize {
-        let first = self.granule(hdr);
+    /// A live block that ended in granule `old_last` now ends in `new_last`: moves its end unit
+    /// (a block that grows also names itself in its crossing entry; one that shrinks keeps it:
+    /// the entry is read with the header's new size). Returns how many granules it left empty (shrinking; remote frees are not looked
+    /// at: this feeds a trigger).
+    fn move_last_granule(&self, old_last: usize, new_last: usize) -> usize {
         // SAFETY: granules of this slot; owner thread only.
         unsafe {
-            if old_last != first {
-                *self.local.add(old_last) -= 1;
-            }
-            if new_last != first {
-                *self.local.add(new_last) += 1;
-                *self.cross.add(first) = ((hdr - self.slot_base) >> 4) as u32;
-            } else {
-                *self.cross.add(first) = 0;
-            }
+            *self.local.add(old_last) -= 1;
+            *self.local.add(new_last) += 1;
             if new_last < old_last {
                 // Everything past the new end was this block's alone, but for the old end.
                 (old_last - new_last - 1) + (*self.local.add(old_last) == 0) as usize
@@ -1226,6 +1352,7 @@ impl Arena {
     /// the nested region used. The bump pointer moves to the next granule boundary, so that
     /// "everything the nested region allocated is freed" is a granule count check.
     pub fn push_checkpoint(&self) {
+        self.flush_pending();
         let depth = self.checkpoint_depth.get();
         self.checkpoint_depth.set(depth + 1);
         if depth < MAX_CHECKPOINTS {
@@ -1242,6 +1369,7 @@ impl Arena {
     /// A nested region ends: if everything it allocated was freed, the bump pointer goes back to
     /// the checkpoint. Otherwise the memory stays in use and is reclaimed at the outermost end.
     pub fn pop_checkpoint(&self) {
+        self.flush_pending();
         let depth = self.checkpoint_depth.get();
         if depth == 0 {
             return;
@@ -1277,6 +1405,7 @@ impl Arena {
     /// * unless the room left before the capacity end is smaller than the last peak: then back
     ///   to the start, skipping pinned granules (a lap, as in a ring buffer).
     pub fn reset(&self) {
+        self.flush_pending();
         // What the region needed: the span its bump pointer covered, less the granules it had to
         // jump over (pinned by escapes), plus what spilled. Planning for the jumps would let
         // escapes raise the capacity, and with it the memory bound, region after region.
@@ -1350,7 +1479,7 @@ impl Arena {
             }
             let run_end = run_end.max(align_up(resume, GRANULE));
             self.run_end.set(run_end);
-            self.limit.set(run_end.min(self.cap_end.get()));
+            self.update_limit();
             // The highest top of the run is forgotten below: what lies under it may have been
             // written, so it is not known to be zero any more.
             self.zero_from
@@ -1361,7 +1490,7 @@ impl Arena {
             self.run_end.set(resume);
             self.top.set(resume);
             self.zero_from.set(resume);
-            self.limit.set(resume.min(self.cap_end.get()));
+            self.update_limit();
         }
         if shrunk {
             let keep_lo = self.run_start.get() & !(GRANULE - 1);
@@ -1384,6 +1513,7 @@ impl Arena {
     /// Where the next region may start: `data_start` when no block up to `top` is live,
     /// `top` when top's own granule is pinned, else the granule after the highest pinned one.
     fn resume_point(&self) -> usize {
+        self.flush_pending();
         let top = self.top.get();
         if top == self.data_start || self.live_bytes() == 0 {
             return self.data_start; // nothing live anywhere: no need to look
@@ -1426,6 +1556,7 @@ impl Arena {
     /// live block, except those in `[keep_lo, keep_hi)`, and decommits the free tail past the
     /// last granule kept (never below the current run or the capacity).
     fn give_back(&self, from: usize, keep_lo: usize, keep_hi: usize) {
+        self.flush_pending();
         let committed_end = self.committed_end.get();
         let mut last_kept_end = from;
         let mut batch_from: Option<usize> = None;
@@ -1511,6 +1642,7 @@ impl Arena {
     /// Gives back every free granule outside the current run. Called by the user's trim
     /// (`malloc_trim`, `resizealloc::trim`).
     pub fn trim(&self) {
+        self.flush_pending();
         let keep_lo = self.run_start.get() & !(GRANULE - 1);
         self.give_back(self.data_start, keep_lo, self.run_end.get());
         self.debug_check();
@@ -1650,6 +1782,7 @@ impl Arena {
     #[cold]
     #[inline(never)]
     fn look_at_bound(&self) {
+        self.flush_pending();
         self.emptied_left
             .set((self.resident() / 4).max(EMPTIED_MIN));
         self.turned_away.set(0);
@@ -1771,7 +1904,7 @@ impl Arena {
         // SAFETY: `p` was just handed out by this arena: its 16-byte header is ours to write.
         unsafe {
             hdr.add(1).write(w.0 as usize);
-            hdr.write(size | TAG_SAMPLED << SIZE_BITS);
+            hdr.write(header_word(size, TAG_SAMPLED));
         }
     }
 
@@ -1897,6 +2030,7 @@ impl Arena {
     /// The owner thread is exiting. Returns `true` when nothing is live: the caller must then
     /// release the slot. Otherwise the last remote free does (see [`Arena::free_remote`]).
     pub fn orphan(&self) -> bool {
+        self.flush_pending();
         // Keep only the granules surviving blocks touch.
         self.give_back(self.data_start, 0, 0);
         let mut total = 0u64;
@@ -1941,9 +2075,34 @@ impl Arena {
         }
     }
 
-    /// Live block count of the granule holding `addr` (tests and invariant checks).
+    /// Units on the granule holding `addr`, the pending block's included (tests and invariant
+    /// checks).
     pub fn live_at(&self, addr: usize) -> u64 {
-        self.live(self.granule(addr))
+        self.units(self.granule(addr))
+    }
+
+    /// `live(g)` plus the units the pending block will put on `g` (observation only: it does
+    /// not flush, so that checking the invariants changes nothing).
+    fn units(&self, g: usize) -> u64 {
+        let pending = match self.pending_span() {
+            Some((first, last)) => (first == g) as u64 + (last == g) as u64,
+            None => 0,
+        };
+        self.live(g).wrapping_add(pending)
+    }
+
+    /// `crossing_last(g)`, the pending block's included.
+    fn crossing_last_or_pending(&self, g: usize) -> Option<usize> {
+        let pending = self.pending.get();
+        match self.pending_span() {
+            Some((first, last)) if first == g => {
+                // SAFETY: the pending header is one of our blocks, in committed memory.
+                let word = unsafe { (*(pending as *const AtomicUsize)).load(Ordering::Relaxed) };
+                // Another thread may have freed it already.
+                (word_tag(word) | 1 == TAG_SAMPLED && last > g).then_some(last)
+            }
+            _ => self.crossing_last(g),
+        }
     }
 
     /// Calls `f(granule_start, blocks)` for every granule that was ever in a run, where
@@ -1954,10 +2113,10 @@ impl Arena {
         let mut addr = self.data_start;
         while addr < self.used_end.get() {
             let g = self.granule(addr);
-            let live = self.live(g);
+            let live = self.units(g);
             let inside = (g <= covered_to) as u64;
             if live != 0 {
-                if let Some(last) = self.crossing_last(g) {
+                if let Some(last) = self.crossing_last_or_pending(g) {
                     covered_to = covered_to.max(last);
                 }
             }
@@ -1989,16 +2148,16 @@ impl Arena {
         // Every crossing entry of a granule with live blocks names a live header in it, or a block
         // another thread freed; interior granules count nothing.
         for g in self.granule(self.data_start)..self.granule(self.committed_end.get()) {
-            if self.live(g) == 0 {
+            if self.units(g) == 0 {
                 continue;
             }
-            if let Some(last) = self.crossing_last(g) {
+            if let Some(last) = self.crossing_last_or_pending(g) {
                 for inner in g + 1..last {
-                    if self.live(inner) != 0 {
+                    if self.units(inner) != 0 {
                         return Err("a granule inside a crossing block is counted");
                     }
                 }
-                if self.live(last) == 0 {
+                if self.units(last) == 0 {
                     return Err("the last granule of a crossing block is not counted");
                 }
             }
@@ -2008,9 +2167,9 @@ impl Arena {
         let run_hi = self.granule(self.run_end.get());
         let mut covered_to = 0; // (granule 0 holds the metadata: no block covers it)
         for g in self.granule(self.data_start)..self.granule(self.committed_end.get()) {
-            let live = self.live(g);
+            let live = self.units(g);
             if live != 0 {
-                if let Some(last) = self.crossing_last(g) {
+                if let Some(last) = self.crossing_last_or_pending(g) {
                     covered_to = covered_to.max(last);
                 }
             }
@@ -2041,17 +2200,31 @@ impl Arena {
         if !(self.data_start <= run_start && run_start <= top && top <= run_end) {
             return Err("bump pointer outside its run");
         }
+        let pending = self.pending.get();
+        if pending != 0 {
+            // SAFETY: the pending header is one of our blocks, in committed memory.
+            let word = unsafe { (*(pending as *const AtomicUsize)).load(Ordering::Relaxed) };
+            let end = pending + HEADER + word_size(word);
+            if !(run_start <= pending && align_up(end, MIN_ALIGN) == top) {
+                return Err("the pending block is not the last block of the run");
+            }
+        }
         if run_end > self.committed_end.get() || self.committed_end.get() > self.slot_end {
             return Err("run or commit past the slot");
         }
         if top % MIN_ALIGN != 0 || run_end % GRANULE != 0 || self.cap_end.get() % GRANULE != 0 {
             return Err("misaligned bump pointer or boundary");
         }
-        if self.limit.get() != run_end.min(self.cap_end.get()) {
+        let limit = if self.bounded {
+            0
+        } else {
+            run_end.min(self.cap_end.get())
+        };
+        if self.limit.get() != limit {
             return Err("fast-path limit out of date");
         }
         let next = align_up(top, GRANULE);
-        if next < run_end && self.live(self.granule(next)) != 0 {
+        if next < run_end && self.units(self.granule(next)) != 0 {
             return Err("live block ahead of the bump pointer");
         }
         Ok(())

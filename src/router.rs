@@ -179,15 +179,16 @@ pub fn owns(p: *mut u8) -> bool {
     reservation::owns(p)
 }
 
-/// The owner thread's fast free: true when `p` was a single-granule block of the calling
-/// thread's own arena and is now freed; false (nothing changed) for anything else, which then
-/// goes to [`free_owned`] or the next allocator. One range check against the thread's own
-/// arena replaces the reservation check; calls nothing.
+/// The owner thread's fast free: true when `p` was an unsampled block of the calling thread's
+/// own arena and is now freed; false (nothing changed) for anything else, which then goes to
+/// [`free_owned`] or the next allocator. The last block handed out is recognised by its address
+/// alone; others by one range check against the thread's own arena, which replaces the
+/// reservation check. Calls nothing but the rare look at the memory bound.
 ///
 /// # Safety
 /// `p` is null, a live block of this allocator, or a block of the next allocator (what `free`
-/// may be given). `p`'s header is read only after `p` is found inside the thread's own
-/// committed arena memory.
+/// may be given: never an address below 4 KiB but null). `p`'s header is read only when `p` is
+/// the arena's last block or lies inside the thread's own committed arena memory.
 #[inline(always)]
 pub unsafe fn free_fast(p: *mut u8) -> bool {
     let own = region::load_own();

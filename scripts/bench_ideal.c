@@ -1,0 +1,115 @@
+/* bench_ideal.c: the physical limit of a region allocator behind malloc. An LD_PRELOAD library
+ * whose malloc inside a region bumps a thread-local pointer (initial-exec TLS), whose free does
+ * nothing for its own blocks, and whose resize_region_end rolls the pointer back; everything
+ * outside regions goes to the next allocator (glibc). It is unsound on purpose (Bumper.jl's
+ * semantics: a block that escapes its region is overwritten by the next one) and still pays
+ * every cost of interposition: the PLT call, the TLS load, and the range check in free. No sound
+ * allocator behind malloc can be faster on the same program. scripts/bench.sh runs it as the
+ * "ideal" column.
+ *
+ * Build: gcc -O2 -shared -fPIC -ftls-model=initial-exec -o libideal.so bench_ideal.c -ldl */
+#define _GNU_SOURCE
+#include <dlfcn.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+#include <sys/mman.h>
+
+#define SLICE ((uintptr_t)256 << 20) /* address space per thread */
+#define SLICES 32
+static char *space;                /* SLICES * SLICE bytes reserved at the first region */
+static unsigned slices_used;
+
+static __thread char *cur __attribute__((tls_model("initial-exec")));
+static __thread char *lim __attribute__((tls_model("initial-exec")));
+static __thread char *base __attribute__((tls_model("initial-exec")));
+static __thread int depth __attribute__((tls_model("initial-exec")));
+
+static void *(*next_malloc)(size_t);
+static void (*next_free)(void *);
+static void *(*next_calloc)(size_t, size_t);
+static void *(*next_realloc)(void *, size_t);
+static char boot[65536]; /* serves dlsym's own allocations while we look the functions up */
+static size_t boot_used;
+static int resolving;
+
+static void *boot_alloc(size_t n) {
+    void *p = boot + boot_used;
+    boot_used += (n + 15) & ~(size_t)15;
+    if (boot_used > sizeof boot) return NULL;
+    memset(p, 0, n);
+    return p;
+}
+
+static void resolve(void) {
+    if (resolving) return;
+    resolving = 1;
+    next_malloc = dlsym(RTLD_NEXT, "malloc");
+    next_free = dlsym(RTLD_NEXT, "free");
+    next_calloc = dlsym(RTLD_NEXT, "calloc");
+    next_realloc = dlsym(RTLD_NEXT, "realloc");
+    resolving = 0;
+}
+
+static inline int ours(void *p) { return (uintptr_t)p - (uintptr_t)space < SLICES * SLICE; }
+
+void resize_region_begin(void) {
+    if (depth++ == 0 && !base) {
+        if (!__atomic_load_n(&space, __ATOMIC_ACQUIRE)) {
+            char *s = mmap(NULL, SLICES * SLICE, PROT_READ | PROT_WRITE,
+                           MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+            char *expected = NULL;
+            if (s == MAP_FAILED || !__atomic_compare_exchange_n(&space, &expected, s, 0,
+                                                                __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE))
+                if (s != MAP_FAILED) munmap(s, SLICES * SLICE);
+        }
+        unsigned i = __atomic_fetch_add(&slices_used, 1, __ATOMIC_RELAXED);
+        if (space && i < SLICES) { base = cur = space + i * SLICE; lim = base + SLICE; }
+    }
+}
+
+int resize_region_end(void) {
+    if (depth == 0) return -1;
+    if (--depth == 0) cur = base;
+    return 0;
+}
+
+void *malloc(size_t n) {
+    char *p = cur;
+    if (depth && n <= (size_t)(lim - p)) {
+        cur = p + ((n + 15) & ~(size_t)15);
+        return p;
+    }
+    if (__builtin_expect(!next_malloc, 0)) { resolve(); if (!next_malloc) return boot_alloc(n); }
+    return next_malloc(n);
+}
+
+void *calloc(size_t a, size_t b) {
+    size_t n;
+    if (depth && !__builtin_mul_overflow(a, b, &n)) {
+        char *p = cur;
+        if (n <= (size_t)(lim - p)) {
+            cur = p + ((n + 15) & ~(size_t)15);
+            return memset(p, 0, n);
+        }
+    }
+    if (__builtin_expect(!next_calloc, 0)) { resolve(); if (!next_calloc) return boot_alloc(a * b); }
+    return next_calloc(a, b);
+}
+
+void free(void *p) {
+    if (ours(p) || ((char *)p >= boot && (char *)p < boot + sizeof boot)) return;
+    if (__builtin_expect(!next_free, 0)) resolve();
+    next_free(p);
+}
+
+void *realloc(void *p, size_t n) {
+    if (p && ours(p)) { /* the old size is unknown: copy what can be read */
+        char *q = malloc(n);
+        char *end = space + SLICES * SLICE;
+        if (q) memcpy(q, p, n < (size_t)(end - (char *)p) ? n : (size_t)(end - (char *)p));
+        return q;
+    }
+    if (__builtin_expect(!next_realloc, 0)) resolve();
+    return next_realloc(p, n);
+}
