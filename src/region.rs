@@ -154,6 +154,14 @@ pub(crate) const MODE_OFF: u8 = 4;
 /// Modes the pass-through allocation path must look at.
 pub(crate) const MODE_ATTENTION: u8 = MODE_UNINIT | MODE_PROCESS;
 
+/// Frees that go to the next allocator need a look when this is not zero: `WATCH_PROCESS`
+/// while the mode is process mode (they are sampled), `WATCH_FRONT_END` once a front end asked
+/// (it served blocks itself that must not reach the next allocator). Zero otherwise, so the
+/// pass-through `free` costs one load and one test beyond the range check.
+pub(crate) static FOREIGN_WATCH: AtomicU8 = AtomicU8::new(0);
+pub(crate) const WATCH_PROCESS: u8 = 1;
+pub(crate) const WATCH_FRONT_END: u8 = 2;
+
 /// One free to the next allocator in this many is sampled (see `router::note_next_free`).
 pub const NEXT_FREE_SAMPLE: u32 = 16;
 /// A thread adds its estimate of bytes freed to the next allocator to the front end's count in
@@ -194,6 +202,11 @@ pub(crate) fn mode_changed(m: RegionMode) {
         RegionMode::Off => MODE_OFF,
     };
     MODE.store(bits, Ordering::Relaxed);
+    if bits & MODE_PROCESS != 0 {
+        FOREIGN_WATCH.fetch_or(WATCH_PROCESS, Ordering::Relaxed);
+    } else {
+        FOREIGN_WATCH.fetch_and(!WATCH_PROCESS, Ordering::Relaxed);
+    }
 }
 
 extern "C" {

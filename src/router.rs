@@ -173,6 +173,19 @@ pub fn note_next_free() -> bool {
     MODE.load(Ordering::Relaxed) & MODE_PROCESS != 0 && region::count_next_free()
 }
 
+/// True when a free that goes to the next allocator needs the front end's look (process mode
+/// samples them; see [`watch_foreign_frees`]). One load.
+#[inline(always)]
+pub fn foreign_frees_watched() -> bool {
+    region::FOREIGN_WATCH.load(Ordering::Relaxed) != 0
+}
+
+/// From now on [`foreign_frees_watched`] is true: a front end that served blocks itself, which
+/// must not reach the next allocator, calls it before it hands the first one out.
+pub fn watch_foreign_frees() {
+    region::FOREIGN_WATCH.fetch_or(region::WATCH_FRONT_END, Ordering::Relaxed);
+}
+
 /// True when `p` is an arena block (one range check).
 #[inline(always)]
 pub fn owns(p: *mut u8) -> bool {

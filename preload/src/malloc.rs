@@ -110,20 +110,33 @@ fn malloc_predicted(size: usize, site: usize) -> *mut c_void {
 #[no_mangle]
 pub extern "C" fn free(p: *mut c_void) {
     // Foreign pointers first: outside regions they are nearly all of them, and one range check
-    // sends them on.
+    // and one flag send them on (the next allocator takes NULL too).
     if !router::owns(p as *mut u8) {
-        if !p.is_null() {
-            if router::note_next_free() {
-                crate::glibc_compat::sample_next_free(p);
-            }
-            real::free(p);
+        if router::foreign_frees_watched() {
+            return free_foreign_watched(p);
         }
-        return;
+        // SAFETY: not ours, and no bootstrap block was ever handed out (the flag says so).
+        return unsafe { real::free_next(p) };
     }
     // SAFETY: `p` is in the reservation, so it is an arena block (or the program's bug).
     if !unsafe { router::free_fast(p as *mut u8) } {
         free_slow(p);
     }
+}
+
+/// A free of a pointer that is not ours while frees to the next allocator are watched:
+/// bootstrap blocks stay, process mode samples.
+#[cold]
+#[inline(never)]
+fn free_foreign_watched(p: *mut c_void) {
+    if p.is_null() || real::is_boot(p) {
+        return;
+    }
+    if router::note_next_free() {
+        crate::glibc_compat::sample_next_free(p);
+    }
+    // SAFETY: not ours, not a bootstrap block.
+    unsafe { real::free_next(p) }
 }
 
 #[cold]

@@ -18,8 +18,10 @@ type ReallocFn = unsafe extern "C" fn(*mut c_void, usize) -> *mut c_void;
 type MemalignFn = unsafe extern "C" fn(usize, usize) -> *mut c_void;
 type UsableFn = unsafe extern "C" fn(*mut c_void) -> usize;
 
-static MALLOC: AtomicPtr<c_void> = AtomicPtr::new(core::ptr::null_mut());
-static FREE: AtomicPtr<c_void> = AtomicPtr::new(core::ptr::null_mut());
+// The two hot entries start out pointing at functions that look the next allocator up, so
+// that a call through them needs no null test.
+static MALLOC: AtomicPtr<c_void> = AtomicPtr::new(malloc_unresolved as *mut c_void);
+static FREE: AtomicPtr<c_void> = AtomicPtr::new(free_unresolved as *mut c_void);
 static CALLOC: AtomicPtr<c_void> = AtomicPtr::new(core::ptr::null_mut());
 static REALLOC: AtomicPtr<c_void> = AtomicPtr::new(core::ptr::null_mut());
 static MEMALIGN: AtomicPtr<c_void> = AtomicPtr::new(core::ptr::null_mut());
@@ -60,6 +62,8 @@ pub fn boot_size(p: *mut c_void) -> usize {
 
 /// Serves `size` bytes aligned to `align` from the bootstrap buffer (zeroed: never reused).
 fn boot_alloc(size: usize, align: usize) -> *mut c_void {
+    // `free` must look at every pointer that is not an arena block from now on.
+    resizealloc::router::watch_foreign_frees();
     let align = align.max(16);
     let mut used = BOOT_USED.load(Ordering::Relaxed);
     loop {
@@ -126,6 +130,8 @@ fn resolve() -> bool {
     true
 }
 
+/// The next allocator's function in `slot` (one of the cold ones, null until resolved), or
+/// null while our own lookup is in progress on this thread.
 #[inline(always)]
 fn get(slot: &AtomicPtr<c_void>) -> *mut c_void {
     let p = slot.load(Ordering::Acquire);
@@ -143,22 +149,18 @@ fn get(slot: &AtomicPtr<c_void>) -> *mut c_void {
 #[inline(always)]
 pub fn malloc(size: usize) -> *mut c_void {
     let f = MALLOC.load(Ordering::Acquire);
-    if f.is_null() {
-        return malloc_unresolved(size);
-    }
-    // SAFETY: `f` is the next object's `malloc`.
+    // SAFETY: `f` is the next object's `malloc`, or `malloc_unresolved`, which has its type.
     unsafe { core::mem::transmute::<*mut c_void, MallocFn>(f)(size) }
 }
 
+/// What `MALLOC` points at until the next allocator is found.
 #[cold]
 #[inline(never)]
-fn malloc_unresolved(size: usize) -> *mut c_void {
-    let f = get(&MALLOC);
-    if f.is_null() {
+unsafe extern "C" fn malloc_unresolved(size: usize) -> *mut c_void {
+    if !resolve() {
         return boot_alloc(size, 16);
     }
-    // SAFETY: `f` is the next object's `malloc`.
-    unsafe { core::mem::transmute::<*mut c_void, MallocFn>(f)(size) }
+    malloc(size)
 }
 
 /// Next allocator's `free`. Bootstrap blocks are ignored.
@@ -167,23 +169,31 @@ pub fn free(p: *mut c_void) {
     if is_boot(p) {
         return;
     }
+    // SAFETY: not ours, not a bootstrap block.
+    unsafe { free_next(p) }
+}
+
+/// Next allocator's `free`, with no look at the bootstrap buffer.
+///
+/// # Safety
+/// `p` is null or a block of the next allocator (not a bootstrap block).
+#[inline(always)]
+pub unsafe fn free_next(p: *mut c_void) {
     let f = FREE.load(Ordering::Acquire);
-    if f.is_null() {
-        return free_unresolved(p);
-    }
-    // SAFETY: `p` came from the next allocator (not ours, not bootstrap).
+    // SAFETY: `f` is the next object's `free`, or `free_unresolved`, which has its type; the
+    // caller vouches for `p`.
     unsafe { core::mem::transmute::<*mut c_void, FreeFn>(f)(p) }
 }
 
+/// What `FREE` points at until the next allocator is found.
 #[cold]
 #[inline(never)]
-fn free_unresolved(p: *mut c_void) {
-    let f = get(&FREE);
-    if f.is_null() {
+unsafe extern "C" fn free_unresolved(p: *mut c_void) {
+    if !resolve() {
         return; // still resolving: a non-bootstrap pointer cannot exist yet
     }
-    // SAFETY: `p` came from the next allocator.
-    unsafe { core::mem::transmute::<*mut c_void, FreeFn>(f)(p) }
+    // SAFETY: forwarded: `p` came from the next allocator.
+    unsafe { free_next(p) }
 }
 
 /// Next allocator's `calloc`.
