@@ -432,6 +432,11 @@ pub struct Arena {
     capacity_bytes: OwnerCounter,
     high_water: OwnerCounter,
     overflow_allocs: OwnerCounter,
+    /// Markers mode: set when the region first outgrows its capacity. From then on the fast path
+    /// serves the whole run, and every allocation of the region counts as an overflow
+    /// allocation: `region_allocs - overflow_base` of them, added at the region's end.
+    overflowing: AtomicBool,
+    overflow_base: OwnerCounter,
     spilled_allocs: OwnerCounter,
     resizes: OwnerCounter,
 
@@ -583,6 +588,8 @@ impl Arena {
             capacity_bytes: OwnerCounter::default(),
             high_water: OwnerCounter::default(),
             overflow_allocs: OwnerCounter::default(),
+            overflowing: AtomicBool::new(false),
+            overflow_base: OwnerCounter::default(),
             spilled_allocs: OwnerCounter::default(),
             resizes: OwnerCounter::default(),
             remote,
@@ -686,6 +693,59 @@ impl Arena {
             unsafe { core::hint::unreachable_unchecked() }
         }
         p
+    }
+
+    /// The fast path of `calloc`: a zeroed block from the checked run, or null (the caller takes
+    /// [`Arena::alloc_zeroed`]). Clears only what the run may have written: below the highest
+    /// top it reached, or below `zero_from`.
+    ///
+    /// # Safety
+    /// As [`Arena::alloc`], with `align <= MIN_ALIGN`.
+    #[inline(always)]
+    pub unsafe fn try_alloc_zeroed_fast(&self, size: usize) -> *mut u8 {
+        let written_below = self.peak_top.get().max(self.top.get());
+        // SAFETY: forwarded obligations. The fast path never starts a run.
+        let p = unsafe { self.try_alloc_fast(size, MIN_ALIGN) };
+        if !p.is_null() {
+            let clean_from = written_below.max(self.zero_from.get());
+            let dirty = clean_from.saturating_sub(p as usize).min(size);
+            if dirty > 0 {
+                // SAFETY: the first `dirty` bytes of a fresh block of at least `size` bytes.
+                unsafe { ptr::write_bytes(p, 0, dirty) };
+            }
+        }
+        p
+    }
+
+    /// The fast path of `realloc` for the last block handed out (the pending one): it grows or
+    /// shrinks where it is, with nothing to recount. False, having changed nothing, for any
+    /// other block or when the run has no room; the caller then takes the general path.
+    ///
+    /// # Safety
+    /// Called by the owner thread; `p` is a live block of the allocator (this arena's or not)
+    /// and `new_size >= 1`.
+    #[inline(always)]
+    pub unsafe fn try_resize_last(&self, p: *mut u8, new_size: usize) -> bool {
+        let hdr = (p as usize).wrapping_sub(HEADER);
+        if hdr != self.pending.get() {
+            return false;
+        }
+        // SAFETY: the pending header is one of our blocks, in committed memory.
+        let word = unsafe { *(hdr as *const usize) };
+        let new_top = align_up(p as usize + new_size.min(MAX_SLOT), MIN_ALIGN);
+        if word_tag(word) != TAG_LIVE || new_size > MAX_SLOT || new_top > self.limit.get() {
+            return false;
+        }
+        let top = self.top.get();
+        if new_top < top {
+            self.note_peak();
+        }
+        self.live_local_bytes.add(new_top.wrapping_sub(top) as u64);
+        self.top.set(new_top);
+        // SAFETY: as above; the block is ours and live.
+        unsafe { *(hdr as *mut usize) = header_word(new_size, TAG_LIVE) };
+        self.debug_check();
+        true
     }
 
     /// Counts the pending block, if there is one (see `pending`). Every owner operation but the
@@ -837,11 +897,16 @@ impl Arena {
             }
             if new_top <= self.run_end.get() {
                 if end > self.cap_end.get() {
-                    self.overflow_allocs.add(1);
                     if self.recycle {
                         // Process mode has no region end to resize at: the capacity follows
                         // the committed memory at once.
+                        self.overflow_allocs.add(1);
                         self.set_capacity_end(self.committed_end.get());
+                    } else if !self.overflowing.load(Ordering::Relaxed) {
+                        // The region outgrew its capacity: the rest of it is served at full
+                        // speed and counted at its end (see `overflowing`).
+                        self.overflow_base.set(self.region_allocs.get());
+                        self.overflowing.store(true, Ordering::Relaxed);
                     }
                 }
                 self.top.set(new_top);
@@ -1017,8 +1082,40 @@ impl Arena {
     /// the user set size bounds.
     #[inline]
     fn update_limit(&self) {
-        let limit = self.run_end.get().min(self.cap_end.get());
-        self.limit.set(if self.bounded { 0 } else { limit });
+        self.limit.set(self.fast_limit());
+    }
+
+    /// What `limit` must be: the run up to the capacity (or the whole run while the region
+    /// overflows), or 0 when the user set size bounds.
+    fn fast_limit(&self) -> usize {
+        if self.bounded {
+            0
+        } else if self.overflowing.load(Ordering::Relaxed) {
+            self.run_end.get()
+        } else {
+            self.run_end.get().min(self.cap_end.get())
+        }
+    }
+
+    /// Allocations of this region since it first outgrew its capacity (any thread).
+    fn overflow_in_region(&self) -> u64 {
+        if self.overflowing.load(Ordering::Relaxed) {
+            self.region_allocs
+                .get()
+                .saturating_sub(self.overflow_base.get())
+        } else {
+            0
+        }
+    }
+
+    /// The region ends: its overflow allocations join the count, and the fast path stops at
+    /// the capacity again.
+    fn settle_overflow(&self) {
+        if self.overflowing.load(Ordering::Relaxed) {
+            self.overflow_allocs.add(self.overflow_in_region());
+            self.overflowing.store(false, Ordering::Relaxed);
+            self.update_limit();
+        }
     }
 
     fn set_capacity_end(&self, cap_end: usize) {
@@ -1406,6 +1503,7 @@ impl Arena {
     ///   to the start, skipping pinned granules (a lap, as in a ring buffer).
     pub fn reset(&self) {
         self.flush_pending();
+        self.settle_overflow();
         // What the region needed: the span its bump pointer covered, less the granules it had to
         // jump over (pinned by escapes), plus what spilled. Planning for the jumps would let
         // escapes raise the capacity, and with it the memory bound, region after region.
@@ -2063,7 +2161,7 @@ impl Arena {
             arena_committed: self.committed_bytes.get(),
             high_water: self.high_water.get(),
             region_allocs: self.region_allocs.get(),
-            overflow_allocs: self.overflow_allocs.get(),
+            overflow_allocs: self.overflow_allocs.get() + self.overflow_in_region(),
             spilled_allocs: self.spilled_allocs.get(),
             resizes: self.resizes.get(),
             resident_bytes: self.resident_granules.get() * GRANULE as u64,
@@ -2215,12 +2313,7 @@ impl Arena {
         if top % MIN_ALIGN != 0 || run_end % GRANULE != 0 || self.cap_end.get() % GRANULE != 0 {
             return Err("misaligned bump pointer or boundary");
         }
-        let limit = if self.bounded {
-            0
-        } else {
-            run_end.min(self.cap_end.get())
-        };
-        if self.limit.get() != limit {
+        if self.limit.get() != self.fast_limit() {
             return Err("fast-path limit out of date");
         }
         let next = align_up(top, GRANULE);

@@ -369,6 +369,15 @@ mod model {
             zeroed: bool,
         },
         Trim,
+        /// The `calloc` fast path (null: the caller would take the slow one).
+        AllocZeroedFast {
+            size: usize,
+        },
+        /// The `realloc` fast path for the last block handed out.
+        ResizeLast {
+            index: usize,
+            size: usize,
+        },
     }
 
     fn op() -> impl Strategy<Value = Op> {
@@ -383,6 +392,8 @@ mod model {
             3 => (1usize..70_000).prop_map(|size| Op::AllocZeroed { size }),
             3 => (1usize..20_000, 0usize..4, any::<bool>()).prop_map(|(size, site, zeroed)| Op::Predicted { size, site: site * 0x1000, zeroed }),
             1 => Just(Op::Trim),
+            2 => (1usize..30_000).prop_map(|size| Op::AllocZeroedFast { size }),
+            2 => (any::<usize>(), 1usize..30_000).prop_map(|(index, size)| Op::ResizeLast { index, size }),
         ]
     }
 
@@ -474,6 +485,36 @@ mod model {
             Op::Pop => a.pop_checkpoint(),
             Op::Reset => a.reset(),
             Op::Trim => a.trim(),
+            Op::AllocZeroedFast { size } => {
+                // SAFETY: owner thread, size >= 1.
+                let p = unsafe { a.try_alloc_zeroed_fast(size) };
+                if !p.is_null() {
+                    // SAFETY: fresh block of `size` bytes.
+                    let s = unsafe { std::slice::from_raw_parts(p, size) };
+                    prop_assert!(
+                        s.iter().all(|&x| x == 0),
+                        "calloc fast path gave a dirty block"
+                    );
+                    *fill = fill.wrapping_add(1);
+                    // SAFETY: as above.
+                    unsafe { p.write_bytes(*fill, size) };
+                    live.push(Block {
+                        ptr: p,
+                        size,
+                        fill: *fill,
+                    });
+                }
+            }
+            Op::ResizeLast { index, size } if !live.is_empty() => {
+                let i = index % live.len();
+                let b = &mut live[i];
+                // SAFETY: owner thread, live block, size >= 1.
+                if unsafe { a.try_resize_last(b.ptr, size) } {
+                    // SAFETY: the block now has `size` bytes; keep the fill uniform.
+                    unsafe { b.ptr.write_bytes(b.fill, size) };
+                    b.size = size;
+                }
+            }
             Op::AllocZeroed { size } => {
                 // SAFETY: owner thread, size >= 1, align 16.
                 let p = unsafe { a.alloc_zeroed(size, 16) };

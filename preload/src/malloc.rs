@@ -166,6 +166,22 @@ pub(crate) extern "C" fn calloc_at(n: usize, size: usize, site: usize) -> *mut c
         set_errno(libc::ENOMEM);
         return ptr::null_mut();
     };
+    match router::route() {
+        router::Route::Arena(a) => {
+            // SAFETY: the thread's own active arena; size >= 1.
+            let p = unsafe { (*a).try_alloc_zeroed_fast(total.max(1)) };
+            if !p.is_null() {
+                return p as *mut c_void;
+            }
+            calloc_slow(n, size, total, site)
+        }
+        router::Route::Next => real::calloc(n, size),
+        _ => calloc_slow(n, size, total, site),
+    }
+}
+
+#[inline(never)]
+fn calloc_slow(n: usize, size: usize, total: usize, site: usize) -> *mut c_void {
     // SAFETY: size at least 1, MIN_ALIGN a power of two. The arena clears the block unless its
     // memory is known to be fresh from the kernel.
     let p = unsafe { router::alloc_zeroed(total.max(1), MIN_ALIGN, site) };
@@ -187,6 +203,13 @@ pub(crate) extern "C" fn realloc_at(p: *mut c_void, size: usize, site: usize) ->
     if size == 0 {
         free(p);
         return ptr::null_mut();
+    }
+    if let router::Route::Arena(a) = router::route() {
+        // SAFETY: the thread's own active arena; `p` is a live block (the caller's contract)
+        // and size >= 1.
+        if unsafe { (*a).try_resize_last(p as *mut u8, size) } {
+            return p;
+        }
     }
     if router::owns(p as *mut u8) {
         // SAFETY: a live arena block; size >= 1; MIN_ALIGN is a power of two.
