@@ -30,6 +30,8 @@ use std::sync::Mutex;
 
 use pyo3::ffi;
 use pyo3::prelude::*;
+use pyo3::sync::GILOnceCell;
+use pyo3::types::PyString;
 use resizealloc::router;
 
 /// `PyDataMemAllocator` (numpy/ndarraytypes.h).
@@ -96,17 +98,28 @@ fn api(py: Python<'_>) -> Option<*const *const c_void> {
     find_api(py)
 }
 
+/// The module names to look for, interned once (their hashes are cached, so the lookup at
+/// each region start while NumPy is absent costs two dict probes, not two string builds).
+static MODULE_KEYS: GILOnceCell<[Py<PyString>; 2]> = GILOnceCell::new();
+
 #[cold]
 #[inline(never)]
-fn find_api(_py: Python<'_>) -> Option<*const *const c_void> {
-    // SAFETY: we hold the GIL (`_py`); PyImport_GetModuleDict returns a borrowed dict.
+fn find_api(py: Python<'_>) -> Option<*const *const c_void> {
+    // SAFETY: we hold the GIL (`py`); PyImport_GetModuleDict returns a borrowed dict.
     let modules = unsafe { ffi::PyImport_GetModuleDict() };
     if modules.is_null() {
         return None;
     }
-    for name in [c"numpy._core._multiarray_umath", c"numpy.core._multiarray_umath"] {
-        // SAFETY: GIL held; `modules` is a dict; the result is borrowed (no error is set).
-        let m = unsafe { ffi::PyDict_GetItemString(modules, name.as_ptr()) };
+    let keys = MODULE_KEYS.get_or_init(py, || {
+        [
+            PyString::intern(py, "numpy._core._multiarray_umath").unbind(),
+            PyString::intern(py, "numpy.core._multiarray_umath").unbind(),
+        ]
+    });
+    for key in keys {
+        // SAFETY: GIL held; `modules` is a dict and `key` a live str; the result is borrowed
+        // (PyDict_GetItem sets no error).
+        let m = unsafe { ffi::PyDict_GetItem(modules, key.as_ptr()) };
         if m.is_null() {
             continue;
         }
