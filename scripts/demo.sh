@@ -35,3 +35,12 @@ mkdir -p target/demo
 cc -O2 -Wall -o target/demo/demo_app scripts/demo_app.c -ldl
 echo
 "$PY" scripts/demo_run.py "$LIB" "$PY" target/demo/demo_app
+# 4. NumPy through the Python package (python/, installed into target/py by setup.sh), when
+#    NumPy is there: plain, region() without preload, preloaded library + region(), mimalloc.
+if target/py/bin/python -c 'import numpy, resizealloc' 2>/dev/null; then
+  echo
+  echo "== 4. NumPy temporaries per step (scripts/bench_numpy.py; us per step and peak RSS MiB, one round)"
+  target/py/bin/python scripts/bench_numpy.py --rounds 1 --reps 2 --sizes 1K,64K,8M --lib "$LIB" --no-pure
+  echo "  shows: with resizealloc.region() and no LD_PRELOAD, NumPy's temporaries come from the arena"
+  echo "         (NEP 49 handler); plain/region is the speed-up over glibc."
+fi

@@ -14,6 +14,13 @@ command -v python3 >/dev/null || need+=(python3)
 [ -e /usr/lib/x86_64-linux-gnu/libmimalloc.so.2 ] || need+=(libmimalloc2.0)
 [ -e /usr/lib/x86_64-linux-gnu/libjemalloc.so.2 ] || need+=(libjemalloc2)
 [ -e /usr/lib/x86_64-linux-gnu/libtcmalloc_minimal.so.4 ] || need+=(libtcmalloc-minimal4)
+# Python package (python/, scripts/python_env.sh): venv, Python.h for the tests' C extensions,
+# CPython's test package for its test_capi memory tests (Debian's system Python only).
+if [ "$(command -v python3 || true)" = /usr/bin/python3 ]; then
+  python3 -c 'import ensurepip, venv' 2>/dev/null || need+=(python3-venv)
+  [ -e "$(python3 -c 'import sysconfig; print(sysconfig.get_paths()["include"])')/Python.h" ] || need+=(python3-dev)
+  python3 -c 'import test.test_capi, _testcapi' 2>/dev/null || need+=("libpython$(python3 -c 'import sys; print("%d.%d" % sys.version_info[:2])')-testsuite")
+fi
 if [ ${#need[@]} -gt 0 ]; then
   SUDO=""; [ "$(id -u)" -eq 0 ] || SUDO=sudo
   echo "setup: installing ${need[*]}"
@@ -22,3 +29,5 @@ if [ ${#need[@]} -gt 0 ]; then
   $SUDO apt-get install -y -qq "${need[@]}" >/dev/null
 fi
 command -v cargo >/dev/null || { echo "setup: cargo not found (install Rust with rustup)"; exit 1; }
+# Python package: target/py with NumPy, maturin, pytest, and the package itself.
+bash "$(dirname "$0")/python_env.sh"

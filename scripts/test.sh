@@ -8,6 +8,9 @@ cargo build --workspace --all-targets
 # The core crate once more with the full arena walk after every operation.
 cargo test -p resizealloc --features check-invariants --tests
 cargo test --workspace
+# The Python package (python/; installed into target/py by setup.sh): its pytest suite, with
+# the debug libresizealloc.so built above for the preloaded-mode tests.
+target/py/bin/python -m pytest -q python/tests
 # Weakly ordered targets: the workspace must build for aarch64 (the reservation's publication
 # order, the non-x86 fallbacks of the TLS and malloc entry points). Checked, not run: this
 # machine is x86-64.

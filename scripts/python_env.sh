@@ -1,0 +1,17 @@
+#!/usr/bin/env bash
+# The Python package (python/): a virtual environment in target/py with maturin, NumPy, pytest
+# and what NumPy's test_mem_policy.py needs (python/requirements-test.txt), and the package
+# built from this checkout (maturin compiles the Rust extension) and installed into it.
+# Idempotent; called by scripts/setup.sh. Prints nothing but errors unless something changes.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+PY=${PYTHON:-python3}
+VENV=target/py
+if [ ! -x "$VENV/bin/python" ]; then
+  echo "python_env: creating $VENV"
+  "$PY" -m venv "$VENV"
+fi
+"$VENV/bin/python" -m pip install -q --disable-pip-version-check -r python/requirements-test.txt
+# --no-build-isolation: use the venv's maturin instead of fetching one per build.
+PATH="$PWD/$VENV/bin:$PATH" nice -n 10 "$VENV/bin/python" -m pip install -q --disable-pip-version-check \
+  --no-build-isolation ./python
