@@ -16,6 +16,7 @@
 //! * `api.rs`: the C API for the pools (stats, trim).
 
 mod api;
+mod capture;
 mod driver;
 mod driver_hooks;
 mod lookup;
