@@ -96,6 +96,8 @@ struct resize_cuda_stats {
     uint64_t own_syncs;        /* synchronisations the pools did (one per batch of frees) */
     uint64_t observed_syncs;   /* synchronisations of the program the pools saw */
     uint64_t driver_allocs;    /* segments asked from the driver over the pools' life */
+    uint64_t pressure_releases; /* segments given back for pressure (cap, idle, another allocation's OOM) */
+    uint64_t capture_refusals; /* requests a stream capture sent to the driver (they needed a sync or a segment) */
 };
 
 /* Fills *out (at most out_size bytes; pass sizeof(struct resize_cuda_stats)).

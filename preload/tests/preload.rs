@@ -396,6 +396,32 @@ fn cuda_runtime_hooks_with_shared_and_static_cudart() {
     }
 }
 
+/// Builds `tests/c/cuda/<name>.c` against the fake driver and the fake shared cudart.
+fn cuda_program(name: &str) -> PathBuf {
+    let manifest = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let (shared, _) = cuda_runtime_programs(); // the fakes live next to it
+    let dir = shared.parent().unwrap().to_path_buf();
+    let exe = dir.join(name);
+    let status = Command::new("cc")
+        .args(["-O1", "-fno-builtin", "-Wall", "-pthread", "-o"])
+        .arg(&exe)
+        .arg(manifest.join(format!("tests/c/cuda/{name}.c")))
+        .arg(format!("-L{}", dir.display()))
+        .arg(format!("-Wl,-rpath,{}", dir.display()))
+        .args(["-lcudart", "-lcuda", "-ldl"])
+        .status()
+        .unwrap();
+    assert!(status.success(), "building {name}.c");
+    exe
+}
+
+#[test]
+fn cuda_stream_capture_goes_to_the_driver_and_the_pools_never_sync_or_allocate_during_it() {
+    let exe = cuda_program("capture");
+    let out = preloaded(Command::new(&exe), &[]);
+    assert_ok(&out, "capture.c");
+}
+
 /// The cudarc backend of the core crate against the fake driver: the test binary runs itself
 /// with the fake `libcuda.so` on `LD_LIBRARY_PATH`, where cudarc's loader finds it.
 #[test]
