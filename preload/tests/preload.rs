@@ -422,6 +422,44 @@ fn cuda_stream_capture_goes_to_the_driver_and_the_pools_never_sync_or_allocate_d
     assert_ok(&out, "capture.c");
 }
 
+#[test]
+fn cuda_cross_context_frees_ipc_handles_and_buffer_ids() {
+    let exe = cuda_program("sharing");
+    let out = preloaded(Command::new(&exe), &[]);
+    assert_ok(&out, "sharing.c");
+}
+
+#[test]
+fn cuda_pools_give_memory_back_under_pressure_when_idle_and_above_the_cap() {
+    let exe = cuda_program("pressure");
+    let capacity = ("FAKE_CUDA_CAPACITY", "67108864");
+    let mut cmd = Command::new(&exe);
+    cmd.arg("oom");
+    assert_ok(&preloaded(cmd, &[capacity]), "pressure.c oom");
+    let mut cmd = Command::new(&exe);
+    cmd.arg("idle");
+    let out = preloaded(cmd, &[capacity, ("RESIZEALLOC_CUDA_IDLE_MS", "50")]);
+    assert_ok(&out, "pressure.c idle");
+    let mut cmd = Command::new(&exe);
+    cmd.arg("cap");
+    let out = preloaded(cmd, &[capacity, ("RESIZEALLOC_CUDA_MAX_CACHED", "4M")]);
+    assert_ok(&out, "pressure.c cap");
+}
+
+#[test]
+fn cuda_hooks_under_four_threads_lose_and_double_no_block() {
+    let exe = cuda_program("stress");
+    for mode in ["process", "off"] {
+        let env: &[(&str, &str)] = if mode == "off" {
+            &[("RESIZEALLOC_REGION", "process"), ("RESIZEALLOC_CUDA", "off")]
+        } else {
+            &[("RESIZEALLOC_REGION", "process")]
+        };
+        let out = preloaded(Command::new(&exe), env);
+        assert_ok(&out, &format!("stress.c ({mode})"));
+    }
+}
+
 /// The cudarc backend of the core crate against the fake driver: the test binary runs itself
 /// with the fake `libcuda.so` on `LD_LIBRARY_PATH`, where cudarc's loader finds it.
 #[test]
