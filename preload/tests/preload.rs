@@ -481,6 +481,43 @@ fn cudarc_backend_pools_against_the_fake_driver() {
         );
         pool.trim().unwrap();
         assert_eq!(pool.stats().reserved, 0);
+        // The pool binds the context current at its creation: moved to a thread where another
+        // context is current, it allocates, frees and syncs in its own (the fake refuses
+        // calls without a context, and records each block's context).
+        type CtxFn = unsafe extern "C" fn(i32) -> *mut libc::c_void;
+        type BlockCtxFn = unsafe extern "C" fn(u64) -> *mut libc::c_void;
+        type SetFn = unsafe extern "C" fn(*mut libc::c_void) -> i32;
+        // SAFETY: the fake driver cudarc loaded; its test-only functions have these signatures.
+        let (context, block_ctx, set_current) = unsafe {
+            let h = libc::dlopen(c"libcuda.so.1".as_ptr(), libc::RTLD_NOW | libc::RTLD_NOLOAD);
+            assert!(!h.is_null(), "the fake libcuda is loaded");
+            (
+                std::mem::transmute::<*mut libc::c_void, CtxFn>(libc::dlsym(h, c"fake_cuda_context".as_ptr())),
+                std::mem::transmute::<*mut libc::c_void, BlockCtxFn>(libc::dlsym(h, c"fake_cuda_block_ctx".as_ptr())),
+                std::mem::transmute::<*mut libc::c_void, SetFn>(libc::dlsym(h, c"cuCtxSetCurrent".as_ptr())),
+            )
+        };
+        // SAFETY: test-only calls into the fake driver.
+        let own = unsafe { context(0) } as usize;
+        let pool = std::thread::spawn(move || {
+            let mut pool = pool;
+            // SAFETY: as above.
+            let other = unsafe { context(1) };
+            for current in [std::ptr::null_mut(), other] {
+                // SAFETY: as above.
+                unsafe { set_current(current) };
+                let p = pool.alloc(3 << 20, 0).expect("alloc on another thread");
+                // SAFETY: as above.
+                assert_eq!(unsafe { block_ctx(p) } as usize, own, "segment in the pool's context");
+                pool.free(p).unwrap();
+                pool.trim().expect("sync and free in the pool's context");
+                assert_eq!(pool.stats().reserved, 0);
+            }
+            pool
+        })
+        .join()
+        .unwrap();
+        assert!(pool.stats().own_syncs >= 2);
         println!("all ok");
         return;
     }
