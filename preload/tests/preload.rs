@@ -460,6 +460,32 @@ fn cuda_hooks_under_four_threads_lose_and_double_no_block() {
     }
 }
 
+#[test]
+fn cuda_plug_in_entry_points_without_preload() {
+    let manifest = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let (shared, _) = cuda_runtime_programs(); // the fake driver lives next to it
+    let dir = shared.parent().unwrap().to_path_buf();
+    let exe = dir.join("plugins");
+    // Linked with neither the library nor the driver: the library opens the driver itself.
+    let status = Command::new("cc")
+        .args(["-O1", "-Wall", "-pthread", "-o"])
+        .arg(&exe)
+        .arg(manifest.join("tests/c/cuda/plugins.c"))
+        .arg("-ldl")
+        .status()
+        .unwrap();
+    assert!(status.success(), "building plugins.c");
+    for off in [false, true] {
+        let mut cmd = Command::new(&exe);
+        cmd.arg(library()).env("LD_LIBRARY_PATH", &dir);
+        if off {
+            cmd.arg("off").env("RESIZEALLOC_CUDA", "off");
+        }
+        let out = cmd.output().unwrap();
+        assert_ok(&out, &format!("plugins.c{}", if off { " off" } else { "" }));
+    }
+}
+
 /// The cudarc backend of the core crate against the fake driver: the test binary runs itself
 /// with the fake `libcuda.so` on `LD_LIBRARY_PATH`, where cudarc's loader finds it.
 #[test]

@@ -212,7 +212,6 @@ pub type IpcHandleFn = unsafe extern "C" fn(*mut c_void, CUdeviceptr) -> CUresul
 pub type MemCreateFn = unsafe extern "C" fn(*mut u64, usize, *const c_void, u64) -> CUresult;
 pub type AllocManagedFn = unsafe extern "C" fn(*mut CUdeviceptr, usize, c_uint) -> CUresult;
 pub type AllocHostFn = unsafe extern "C" fn(*mut *mut c_void, usize) -> CUresult;
-pub type DeviceGetFn = unsafe extern "C" fn(*mut CUdevice, c_int) -> CUresult;
 pub type ProcFn = unsafe extern "C" fn(*const c_char, *mut *mut c_void, c_int, u64) -> CUresult;
 pub type ProcV2Fn =
     unsafe extern "C" fn(*const c_char, *mut *mut c_void, c_int, u64, *mut c_int) -> CUresult;
@@ -256,8 +255,6 @@ real_fns! { driver_symbol:
     cu_mem_create = c"cuMemCreate" as MemCreateFn;
     cu_mem_alloc_managed = c"cuMemAllocManaged" as AllocManagedFn;
     cu_mem_alloc_host_v2 = c"cuMemAllocHost_v2" as AllocHostFn;
-    cu_device_get = c"cuDeviceGet" as DeviceGetFn;
-    cu_ctx_set_current = c"cuCtxSetCurrent" as CtxArgFn;
 }
 
 pub type RtMallocFn = unsafe extern "C" fn(*mut *mut c_void, usize) -> CudaError;

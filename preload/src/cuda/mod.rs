@@ -20,6 +20,7 @@ mod capture;
 mod driver;
 mod driver_hooks;
 mod lookup;
+mod plugin;
 mod pools;
 mod runtime_hooks;
 

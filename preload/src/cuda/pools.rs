@@ -239,15 +239,6 @@ fn create_cell(key: usize) -> Option<&'static PoolCell> {
     Some(cell)
 }
 
-/// Runs `f` on the pool of context `ctx`, creating it when `create` is set.
-pub fn with_pool<R>(
-    ctx: CUcontext,
-    create: bool,
-    f: impl FnOnce(&mut DevicePool<Driver>) -> R,
-) -> Option<R> {
-    cell_of(ctx, create).map(|c| c.with(f))
-}
-
 /// The pool holding `ptr` in one of its segments, if any (any context).
 pub fn owner_of(ptr: DevPtr) -> Option<&'static PoolCell> {
     if !ANY_POOL.load(Ordering::Acquire) {
