@@ -54,22 +54,26 @@ pub(super) enum FreeKind {
 /// the program's next synchronisation); one on a stream of another context waits for that
 /// context's synchronisation.
 pub(super) fn pool_free(ptr: CUdeviceptr, kind: FreeKind) -> Option<CUresult> {
-    let cell = pools::owner_of(ptr)?;
-    let r = match kind {
-        FreeKind::Sync => cell.with(|p| p.free(ptr)),
+    if !pools::any_pool() {
+        return None;
+    }
+    // The stream's context and capture state are asked of the driver before any pool lock.
+    let stream = match kind {
+        FreeKind::Sync => None,
         FreeKind::Async(stream, ptsz) => {
             let ctx = stream_context(stream);
-            if capture::stream_capturing(stream, ptsz, ctx) {
-                cell.with(|p| p.free(ptr))
-            } else if !ctx.is_null() && ctx != cell.context() {
-                pools::note_foreign_free();
-                cell.with(|p| p.free_async_foreign(ptr, ctx as u64))
-            } else {
-                let id = stream_id(stream, ptsz);
-                cell.with(|p| p.free_async(ptr, id))
-            }
+            let capturing = capture::stream_capturing(stream, ptsz, ctx);
+            Some((stream_id(stream, ptsz), ctx, capturing))
         }
     };
+    let r = pools::with_owner_cell(ptr, |cell, p| match stream {
+        None | Some((_, _, true)) => p.free(ptr),
+        Some((_, ctx, false)) if !ctx.is_null() && ctx != cell.context() => {
+            pools::note_foreign_free();
+            p.free_async_foreign(ptr, ctx as u64)
+        }
+        Some((id, _, false)) => p.free_async(ptr, id),
+    })?;
     Some(r.map_or_else(pools::code, |()| CUDA_SUCCESS))
 }
 

@@ -247,9 +247,34 @@ pub fn owner_of(ptr: DevPtr) -> Option<&'static PoolCell> {
     cells().find(|c| c.with(|p| p.owns(ptr)))
 }
 
-/// Runs `f` on the pool holding `ptr` in one of its segments, if any (any context).
+/// Runs `f` on the pool holding `ptr` in one of its segments, if any (any context), under the
+/// same lock acquisition as the ownership test.
 pub fn with_owner<R>(ptr: DevPtr, f: impl FnOnce(&mut DevicePool<Driver>) -> R) -> Option<R> {
-    owner_of(ptr).map(|c| c.with(f))
+    with_owner_cell(ptr, |_, p| f(p))
+}
+
+/// As [`with_owner`], with the owner's cell.
+pub fn with_owner_cell<R>(
+    ptr: DevPtr,
+    f: impl FnOnce(&PoolCell, &mut DevicePool<Driver>) -> R,
+) -> Option<R> {
+    if !ANY_POOL.load(Ordering::Acquire) {
+        return None;
+    }
+    let mut f = Some(f);
+    for c in cells() {
+        let r = c.with(|p| {
+            if p.owns(ptr) {
+                f.take().map(|f| f(c, p))
+            } else {
+                None
+            }
+        });
+        if r.is_some() {
+            return r;
+        }
+    }
+    None
 }
 
 /// Allocates `size` bytes for `stream` from the pool of `ctx` (created if needed). The pool's
