@@ -1,6 +1,13 @@
-//! The device pools behind the hooks: one [`DevicePool`] per CUDA context, each behind its own
+//! The device pools behind the hooks: [`DevicePool`]s per CUDA context, each behind its own
 //! lock, the rules for when an allocation is pooled, stream identities, and what region
 //! markers, synchronisations, memory pressure and context teardown do to the pools.
+//!
+//! # Shards
+//! A context has up to [`SHARDS`] pools; each thread allocates from the one of its shard
+//! (threads get shards round-robin), so threads that allocate and free do not contend for one
+//! lock (or its cache line). A block is freed into the pool that owns its segment, whichever
+//! thread frees it; the freeing thread's own pool is asked first. The price is memory: each
+//! shard that allocates holds at least one segment of its own.
 //!
 //! # Locking
 //! Each pool has its own lock, held for its bookkeeping and the driver calls that allocate or
@@ -122,6 +129,7 @@ type PoolLock = spin::mutex::SpinMutex<DevicePool<Driver>, spin::relax::Yield>;
 /// behind), so a reference read from a slot stays valid.
 pub struct PoolCell {
     ctx: usize,
+    shard: u32,
     slot: usize,
     pool: PoolLock,
 }
@@ -143,8 +151,48 @@ impl PoolCell {
     }
 }
 
-/// Most contexts with a pool at once; allocations in further contexts go to the driver.
-const MAX_POOLS: usize = 64;
+/// Most pools at once (contexts times shards); allocations in further contexts go to the
+/// driver.
+const MAX_POOLS: usize = 256;
+/// Pools per context at most: threads are spread over them.
+pub const SHARDS: u32 = 8;
+
+static NEXT_SHARD: core::sync::atomic::AtomicU32 = core::sync::atomic::AtomicU32::new(0);
+/// Bumped whenever a pool leaves the table, so that the threads' cached pools are looked up
+/// again.
+static GENERATION: core::sync::atomic::AtomicU64 = core::sync::atomic::AtomicU64::new(0);
+
+thread_local! {
+    /// The calling thread's shard, plus one (0: not chosen yet).
+    static SHARD: core::cell::Cell<u32> = const { core::cell::Cell::new(0) };
+    /// The pool the calling thread used last, and the generation it was found in.
+    static LAST: core::cell::Cell<(*const PoolCell, u64)> =
+        const { core::cell::Cell::new((core::ptr::null(), u64::MAX)) };
+}
+
+fn my_shard() -> u32 {
+    SHARD.with(|s| {
+        if s.get() == 0 {
+            s.set(NEXT_SHARD.fetch_add(1, Ordering::Relaxed) % SHARDS + 1);
+        }
+        s.get() - 1
+    })
+}
+
+/// The pool the calling thread used last, if it is still in the table.
+#[inline]
+fn last_cell() -> Option<&'static PoolCell> {
+    let (cell, generation) = LAST.with(|l| l.get());
+    if generation != GENERATION.load(Ordering::Acquire) {
+        return None;
+    }
+    // SAFETY: a cell pointer cached from the table; cells are never freed.
+    unsafe { cell.as_ref() }
+}
+
+fn remember(cell: &'static PoolCell, generation: u64) {
+    LAST.with(|l| l.set((cell, generation)));
+}
 
 #[allow(clippy::declare_interior_mutable_const)]
 const EMPTY_SLOT: AtomicPtr<PoolCell> = AtomicPtr::new(core::ptr::null_mut());
@@ -191,27 +239,45 @@ fn cells() -> impl Iterator<Item = &'static PoolCell> {
     })
 }
 
-/// The pool of context `ctx`, created when `create` is set (None when there is no room).
+/// The calling thread's pool of context `ctx`, created when `create` is set (None when there
+/// is no room). Without `create`, any pool of the context will do.
+#[inline]
 pub fn cell_of(ctx: CUcontext, create: bool) -> Option<&'static PoolCell> {
     if !create && !any_pool() {
         return None;
     }
     let key = ctx as usize;
-    if let Some(c) = cells().find(|c| c.ctx == key) {
-        return Some(c);
+    if let Some(c) = last_cell() {
+        if c.ctx == key {
+            return Some(c);
+        }
     }
-    if !create {
-        return None;
-    }
-    create_cell(key)
+    find_cell(key, create)
 }
 
 #[cold]
 #[inline(never)]
-fn create_cell(key: usize) -> Option<&'static PoolCell> {
+fn find_cell(key: usize, create: bool) -> Option<&'static PoolCell> {
+    let generation = GENERATION.load(Ordering::Acquire);
+    let shard = my_shard();
+    if let Some(c) = cells().find(|c| c.ctx == key && c.shard == shard) {
+        remember(c, generation);
+        return Some(c);
+    }
+    if !create {
+        return cells().find(|c| c.ctx == key);
+    }
+    let c = create_cell(key, shard)?;
+    remember(c, generation);
+    Some(c)
+}
+
+#[cold]
+#[inline(never)]
+fn create_cell(key: usize, shard: u32) -> Option<&'static PoolCell> {
     resolve_driver();
     let registry = REGISTRY.lock();
-    if let Some(c) = cells().find(|c| c.ctx == key) {
+    if let Some(c) = cells().find(|c| c.ctx == key && c.shard == shard) {
         return Some(c);
     }
     let slot = SLOTS
@@ -230,6 +296,7 @@ fn create_cell(key: usize) -> Option<&'static PoolCell> {
         }
         Box::leak(Box::new(PoolCell {
             ctx: key,
+            shard,
             slot,
             pool: PoolLock::new(pool),
         }))
@@ -262,7 +329,21 @@ pub fn with_owner_cell<R>(
         return None;
     }
     let mut f = Some(f);
-    for c in cells() {
+    // The calling thread's own pool first: most blocks are freed by the thread that got them.
+    let first = last_cell();
+    if let Some(c) = first {
+        let r = c.with(|p| {
+            if p.owns(ptr) {
+                f.take().map(|f| f(c, p))
+            } else {
+                None
+            }
+        });
+        if r.is_some() {
+            return r;
+        }
+    }
+    for c in cells().filter(|c| !first.is_some_and(|f| core::ptr::eq(*c, f))) {
         let r = c.with(|p| {
             if p.owns(ptr) {
                 f.take().map(|f| f(c, p))
@@ -472,21 +553,26 @@ fn now_ms() -> u64 {
     t.tv_sec as u64 * 1000 + t.tv_nsec as u64 / 1_000_000
 }
 
-/// Takes the pool of `ctx` out of the table (so nobody is handed memory that is about to
+/// Takes the pools of `ctx` out of the table (so nobody is handed memory that is about to
 /// vanish).
-fn take_out(ctx: CUcontext) -> Option<&'static PoolCell> {
-    let _registry = REGISTRY.lock();
-    let key = ctx as usize;
-    for slot in &SLOTS {
-        let p = slot.load(Ordering::Acquire);
-        // SAFETY: a non-null slot points at a leaked cell, which is never freed.
-        if unsafe { p.as_ref() }.is_some_and(|c| c.ctx == key) {
-            slot.store(core::ptr::null_mut(), Ordering::Release);
-            // SAFETY: as above.
-            return unsafe { p.as_ref() };
+fn take_out(ctx: CUcontext) -> Vec<&'static PoolCell> {
+    resizealloc::region::outside_regions(|| {
+        let _registry = REGISTRY.lock();
+        let key = ctx as usize;
+        let mut taken = Vec::new();
+        for slot in &SLOTS {
+            let p = slot.load(Ordering::Acquire);
+            // SAFETY: a non-null slot points at a leaked cell, which is never freed.
+            if let Some(c) = unsafe { p.as_ref() }.filter(|c| c.ctx == key) {
+                slot.store(core::ptr::null_mut(), Ordering::Release);
+                taken.push(c);
+            }
         }
-    }
-    None
+        if !taken.is_empty() {
+            GENERATION.fetch_add(1, Ordering::AcqRel);
+        }
+        taken
+    })
 }
 
 /// The context `ctx` is about to be destroyed or reset by `teardown` (the real call), which
@@ -494,21 +580,24 @@ fn take_out(ctx: CUcontext) -> Option<&'static PoolCell> {
 /// is about to vanish, and forgotten (its segments are the driver's to free) once the call
 /// succeeds. A failed call puts the pool back.
 pub fn around_teardown(ctx: CUcontext, teardown: impl FnOnce() -> CUresult) -> CUresult {
-    let taken = if any_pool() { take_out(ctx) } else { None };
+    let taken = if any_pool() { take_out(ctx) } else { Vec::new() };
     let r = teardown();
     if r == CUDA_SUCCESS {
         // The driver freed the segments with the context: forget them (a dropped pool would
         // free them again). A pool created for the dying context while the call ran goes too.
-        if let Some(cell) = taken {
+        for cell in &taken {
             cell.with(|p| p.forget_segments());
         }
         drop_pools_of(ctx);
-    } else if let Some(cell) = taken {
+    } else if !taken.is_empty() {
         let _registry = REGISTRY.lock();
-        if let Some(slot) = SLOTS.iter().find(|s| s.load(Ordering::Acquire).is_null()) {
-            slot.store(cell as *const PoolCell as *mut PoolCell, Ordering::Release);
+        for cell in &taken {
+            if let Some(slot) = SLOTS.iter().find(|s| s.load(Ordering::Acquire).is_null()) {
+                slot.store(*cell as *const PoolCell as *mut PoolCell, Ordering::Release);
+            }
         }
     }
+    resizealloc::region::outside_regions(|| drop(taken));
     r
 }
 
@@ -518,9 +607,11 @@ pub fn drop_pools_of(ctx: CUcontext) {
     if !any_pool() {
         return;
     }
-    while let Some(cell) = take_out(ctx) {
+    let taken = take_out(ctx);
+    for cell in &taken {
         cell.with(|p| p.forget_segments());
     }
+    resizealloc::region::outside_regions(|| drop(taken));
 }
 
 /// The calling thread entered a region and allocates device memory: every pool's region begins.
@@ -601,13 +692,15 @@ pub fn release_for_pressure() -> bool {
     released > 0
 }
 
-/// The sum of every pool's figures, and the number of pools.
+/// The sum of every pool's figures, and the number of contexts with a pool.
 pub fn stats_total() -> (PoolStats, u64) {
     let mut t = PoolStats::default();
     let mut n = 0;
     for c in cells() {
         let s = c.with(|p| p.stats());
-        n += 1;
+        if !cells().take_while(|o| !core::ptr::eq(*o, c)).any(|o| o.ctx == c.ctx) {
+            n += 1;
+        }
         t.reserved += s.reserved;
         t.in_use += s.in_use;
         t.high_water += s.high_water;
