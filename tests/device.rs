@@ -480,14 +480,26 @@ fn a_relaxed_capture_never_synchronises_and_grows_instead() {
     assert_ne!(c, a);
     assert_ne!(c, b);
     assert_eq!(p.backend().syncs, 0, "no synchronisation during a capture");
-    assert_eq!(p.backend().allocs, 2, "a relaxed capture allows a new segment");
+    assert_eq!(
+        p.backend().allocs,
+        2,
+        "a relaxed capture allows a new segment"
+    );
     p.trim().unwrap();
-    assert_eq!(p.backend().syncs, 0, "trim does not sync during a capture either");
+    assert_eq!(
+        p.backend().syncs,
+        0,
+        "trim does not sync during a capture either"
+    );
     assert_eq!(p.backend().illegal_calls, 0);
     p.backend_mut().capture = Capture::None;
     p.free(c).unwrap();
     p.trim().unwrap();
-    assert_eq!(p.backend().syncs, 1, "after the capture, frees in flight are synced as usual");
+    assert_eq!(
+        p.backend().syncs,
+        1,
+        "after the capture, frees in flight are synced as usual"
+    );
     p.check_invariants().unwrap();
 }
 
@@ -501,7 +513,10 @@ fn a_global_capture_makes_no_driver_call_and_refuses_what_needs_one() {
     p.backend_mut().capture = Capture::Global;
     // What the pool holds still serves.
     let c = p.alloc(MIB, 0).unwrap();
-    assert_eq!(c, a, "a block that is safe to reuse serves during a capture");
+    assert_eq!(
+        c, a,
+        "a block that is safe to reuse serves during a capture"
+    );
     // What needs a sync or a segment is refused: the caller lets the driver answer.
     p.free(c).unwrap();
     assert_eq!(p.alloc(MIB, 0), Err(PoolError::Capturing));
@@ -515,11 +530,19 @@ fn a_global_capture_makes_no_driver_call_and_refuses_what_needs_one() {
     p.on_synchronize(); // the program's own sync (outside the capture, say on another context)
     p.release_cached();
     p.region_end();
-    assert_eq!(p.backend().illegal_calls, 0, "no driver call during the global capture");
+    assert_eq!(
+        p.backend().illegal_calls,
+        0,
+        "no driver call during the global capture"
+    );
     assert_eq!(p.backend().frees, 0);
     p.backend_mut().capture = Capture::None;
     p.trim().unwrap();
-    assert_eq!(p.backend().outstanding(), 0, "segments go back once the capture is over");
+    assert_eq!(
+        p.backend().outstanding(),
+        0,
+        "segments go back once the capture is over"
+    );
     assert_eq!(p.stats().reserved, 0);
     p.check_invariants().unwrap();
 }
@@ -537,8 +560,15 @@ fn a_segment_emptied_during_a_global_capture_is_freed_after_it() {
     p.backend_mut().capture = Capture::Global;
     p.free(a).unwrap();
     p.on_synchronize(); // the first segment empties during the capture
-    assert_eq!(p.backend().frees, frees, "no cuMemFree during a global capture");
-    assert!(p.stats().reserved > 0, "a postponed segment still counts as reserved");
+    assert_eq!(
+        p.backend().frees,
+        frees,
+        "no cuMemFree during a global capture"
+    );
+    assert!(
+        p.stats().reserved > 0,
+        "a postponed segment still counts as reserved"
+    );
     assert_eq!(p.backend().illegal_calls, 0);
     p.backend_mut().capture = Capture::None;
     p.release_cached();
@@ -555,7 +585,7 @@ fn a_block_freed_on_another_contexts_stream_waits_for_that_contexts_sync() {
     let _fill = p.alloc(MIB, 0).unwrap();
     p.free_async_foreign(a, 2).unwrap();
     p.on_synchronize(); // the pool's own context: does not cover context 2's stream
-    // (`synced`: the pool grows rather than syncing itself, which would cover context 2.)
+                        // (`synced`: the pool grows rather than syncing itself, which would cover context 2.)
     let b = p.alloc_without_sync(MIB, 0, true).unwrap();
     assert_ne!(a, b, "reused after a sync of the wrong context");
     p.on_domain_synchronized(3, p.sync_mark()); // yet another context: no
@@ -585,7 +615,10 @@ fn alloc_without_sync_leaves_the_synchronisation_to_the_caller() {
     let a = p.alloc(MIB, 0).unwrap();
     let _b = p.alloc(MIB, 0).unwrap();
     p.free(a).unwrap();
-    assert_eq!(p.alloc_without_sync(MIB, 0, false), Err(PoolError::NeedsSync));
+    assert_eq!(
+        p.alloc_without_sync(MIB, 0, false),
+        Err(PoolError::NeedsSync)
+    );
     assert_eq!(p.backend().syncs, 0);
     let mark = p.sync_mark();
     // (the caller drops its lock and synchronises here; another thread frees meanwhile)
@@ -610,10 +643,18 @@ fn cached_bytes_above_the_cap_go_back_at_a_synchronisation() {
     for &b in &blocks {
         p.free(b).unwrap();
     }
-    assert_eq!(p.backend().outstanding(), 6, "nothing goes back before a synchronisation");
+    assert_eq!(
+        p.backend().outstanding(),
+        6,
+        "nothing goes back before a synchronisation"
+    );
     p.on_synchronize();
     let s = p.stats();
-    assert!(s.reserved - s.in_use <= 4 * MIB as u64, "cached {} > cap", s.reserved - s.in_use);
+    assert!(
+        s.reserved - s.in_use <= 4 * MIB as u64,
+        "cached {} > cap",
+        s.reserved - s.in_use
+    );
     assert!(s.pressure_releases >= 5);
     p.check_invariants().unwrap();
 }
@@ -624,12 +665,20 @@ fn an_idle_pool_gives_its_cache_back() {
     let a = p.alloc(MIB, 0).unwrap();
     p.free(a).unwrap();
     p.on_synchronize();
-    assert_eq!(p.release_if_idle(1_000, 100), 0, "first look: starts the clock");
+    assert_eq!(
+        p.release_if_idle(1_000, 100),
+        0,
+        "first look: starts the clock"
+    );
     assert_eq!(p.release_if_idle(1_050, 100), 0, "not idle long enough");
     let b = p.alloc(MIB, 0).unwrap();
     p.free(b).unwrap();
     p.on_synchronize();
-    assert_eq!(p.release_if_idle(1_150, 100), 0, "an allocation restarts the clock");
+    assert_eq!(
+        p.release_if_idle(1_150, 100),
+        0,
+        "an allocation restarts the clock"
+    );
     assert_eq!(p.release_if_idle(1_300, 100), MIN_SEGMENT);
     assert_eq!(p.backend().outstanding(), 0);
     assert_eq!(p.stats().pressure_releases, 1);

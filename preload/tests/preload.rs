@@ -451,7 +451,10 @@ fn cuda_hooks_under_four_threads_lose_and_double_no_block() {
     let exe = cuda_program("stress");
     for mode in ["process", "off"] {
         let env: &[(&str, &str)] = if mode == "off" {
-            &[("RESIZEALLOC_REGION", "process"), ("RESIZEALLOC_CUDA", "off")]
+            &[
+                ("RESIZEALLOC_REGION", "process"),
+                ("RESIZEALLOC_CUDA", "off"),
+            ]
         } else {
             &[("RESIZEALLOC_REGION", "process")]
         };
@@ -518,9 +521,18 @@ fn cudarc_backend_pools_against_the_fake_driver() {
             let h = libc::dlopen(c"libcuda.so.1".as_ptr(), libc::RTLD_NOW | libc::RTLD_NOLOAD);
             assert!(!h.is_null(), "the fake libcuda is loaded");
             (
-                std::mem::transmute::<*mut libc::c_void, CtxFn>(libc::dlsym(h, c"fake_cuda_context".as_ptr())),
-                std::mem::transmute::<*mut libc::c_void, BlockCtxFn>(libc::dlsym(h, c"fake_cuda_block_ctx".as_ptr())),
-                std::mem::transmute::<*mut libc::c_void, SetFn>(libc::dlsym(h, c"cuCtxSetCurrent".as_ptr())),
+                std::mem::transmute::<*mut libc::c_void, CtxFn>(libc::dlsym(
+                    h,
+                    c"fake_cuda_context".as_ptr(),
+                )),
+                std::mem::transmute::<*mut libc::c_void, BlockCtxFn>(libc::dlsym(
+                    h,
+                    c"fake_cuda_block_ctx".as_ptr(),
+                )),
+                std::mem::transmute::<*mut libc::c_void, SetFn>(libc::dlsym(
+                    h,
+                    c"cuCtxSetCurrent".as_ptr(),
+                )),
             )
         };
         // SAFETY: test-only calls into the fake driver.
@@ -534,7 +546,11 @@ fn cudarc_backend_pools_against_the_fake_driver() {
                 unsafe { set_current(current) };
                 let p = pool.alloc(3 << 20, 0).expect("alloc on another thread");
                 // SAFETY: as above.
-                assert_eq!(unsafe { block_ctx(p) } as usize, own, "segment in the pool's context");
+                assert_eq!(
+                    unsafe { block_ctx(p) } as usize,
+                    own,
+                    "segment in the pool's context"
+                );
                 pool.free(p).unwrap();
                 pool.trim().expect("sync and free in the pool's context");
                 assert_eq!(pool.stats().reserved, 0);

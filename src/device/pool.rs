@@ -444,7 +444,13 @@ impl<B: Backend> DevicePool<B> {
     /// Records a handout: live with a fresh buffer id, counted in use.
     #[inline]
     fn hand_out(&mut self, ptr: DevPtr, size: usize) {
-        self.live.insert(ptr, Live { size, id: self.next_id });
+        self.live.insert(
+            ptr,
+            Live {
+                size,
+                id: self.next_id,
+            },
+        );
         self.next_id += 1;
         self.note_use(size);
     }
@@ -524,7 +530,11 @@ impl<B: Backend> DevicePool<B> {
     /// Frees `ptr` with synchronous semantics (`cudaFree`, `cuMemFree`): reusable after the next
     /// synchronisation.
     pub fn free(&mut self, ptr: DevPtr) -> Result<(), PoolError<B::Error>> {
-        let size = self.live.remove(&ptr).ok_or(PoolError::InvalidPointer)?.size;
+        let size = self
+            .live
+            .remove(&ptr)
+            .ok_or(PoolError::InvalidPointer)?
+            .size;
         self.free_seq += 1;
         self.deferred.push((self.free_seq, ptr, size));
         self.in_use -= size;
@@ -533,7 +543,11 @@ impl<B: Backend> DevicePool<B> {
 
     /// Frees `ptr` with stream-ordered semantics (`cudaFreeAsync(ptr, stream)`).
     pub fn free_async(&mut self, ptr: DevPtr, stream: StreamId) -> Result<(), PoolError<B::Error>> {
-        let size = self.live.remove(&ptr).ok_or(PoolError::InvalidPointer)?.size;
+        let size = self
+            .live
+            .remove(&ptr)
+            .ok_or(PoolError::InvalidPointer)?
+            .size;
         self.blocks.get_mut(&ptr).expect("a live block").state = State::AsyncFree(stream);
         self.stream_free.insert((stream, size, ptr));
         self.free_seq += 1;
@@ -615,7 +629,11 @@ impl<B: Backend> DevicePool<B> {
         ptr: DevPtr,
         domain: u64,
     ) -> Result<(), PoolError<B::Error>> {
-        let size = self.live.remove(&ptr).ok_or(PoolError::InvalidPointer)?.size;
+        let size = self
+            .live
+            .remove(&ptr)
+            .ok_or(PoolError::InvalidPointer)?
+            .size;
         self.free_seq += 1;
         self.foreign.push((self.free_seq, ptr, size, domain));
         self.in_use -= size;
@@ -1017,9 +1035,10 @@ impl<B: Backend> DevicePool<B> {
                             let in_deferred =
                                 self.deferred.iter().any(|d| d.1 == p && d.2 == b.size);
                             let in_ready = self.ready.get(&b.size).is_some_and(|v| v.contains(&p));
-                            let in_foreign =
-                                self.foreign.iter().any(|f| f.1 == p && f.2 == b.size);
-                            if usize::from(in_deferred) + usize::from(in_ready) + usize::from(in_foreign)
+                            let in_foreign = self.foreign.iter().any(|f| f.1 == p && f.2 == b.size);
+                            if usize::from(in_deferred)
+                                + usize::from(in_ready)
+                                + usize::from(in_foreign)
                                 != 1
                             {
                                 return Err(format!(

@@ -106,8 +106,8 @@ pub extern "C" fn cuMemAlloc_v2(dptr: *mut CUdeviceptr, size: usize) -> CUresult
             return r;
         }
     }
-    // SAFETY: forwarded arguments.
     with_pressure_retry(|| match drv::cu_mem_alloc_v2() {
+        // SAFETY: forwarded arguments.
         Some(f) => unsafe { f(dptr, size) },
         None => drv::no_driver(),
     })
@@ -328,7 +328,11 @@ fn block_of(ptr: CUdeviceptr) -> Option<Option<(u64, usize, u64)>> {
     Some(cell.with(|p| {
         let (start, len) = p.find(ptr)?;
         let id = p.buffer_id(ptr)?;
-        Some((start, len, (1 << 63) | (slot << 52) | (id & ((1 << 52) - 1))))
+        Some((
+            start,
+            len,
+            (1 << 63) | (slot << 52) | (id & ((1 << 52) - 1)),
+        ))
     }))
 }
 
@@ -547,27 +551,45 @@ pub extern "C" fn cuMemAllocFromPoolAsync_ptsz(
 
 // ------------------------------------------------------------------------------ stream capture
 
-fn begin_capture(stream: CUstream, mode: c_int, ptsz: bool, real: Option<drv::BeginCaptureFn>) -> CUresult {
+fn begin_capture(
+    stream: CUstream,
+    mode: c_int,
+    ptsz: bool,
+    real: Option<drv::BeginCaptureFn>,
+) -> CUresult {
     let Some(f) = real else {
         return drv::no_driver();
     };
     // SAFETY: forwarded arguments.
     let r = unsafe { f(stream, mode) };
     if r == CUDA_SUCCESS {
-        let handle = if ptsz && stream.is_null() { 2 as CUstream } else { stream };
+        let handle = if ptsz && stream.is_null() {
+            2 as CUstream
+        } else {
+            stream
+        };
         capture::note_begin(stream_context(stream), handle, mode);
     }
     r
 }
 
-fn end_capture(stream: CUstream, graph: *mut *mut c_void, ptsz: bool, real: Option<drv::EndCaptureFn>) -> CUresult {
+fn end_capture(
+    stream: CUstream,
+    graph: *mut *mut c_void,
+    ptsz: bool,
+    real: Option<drv::EndCaptureFn>,
+) -> CUresult {
     let Some(f) = real else {
         return drv::no_driver();
     };
     // SAFETY: forwarded arguments.
     let r = unsafe { f(stream, graph) };
     // Successful or not (an invalidated capture), the stream has left capture mode.
-    capture::note_end(if ptsz && stream.is_null() { 2 as CUstream } else { stream });
+    capture::note_end(if ptsz && stream.is_null() {
+        2 as CUstream
+    } else {
+        stream
+    });
     r
 }
 
@@ -622,7 +644,12 @@ pub extern "C" fn cuIpcGetMemHandle(handle: *mut c_void, ptr: CUdeviceptr) -> CU
 /// `cuMemCreate` (PyTorch's expandable segments, and every virtual-memory allocator): out of
 /// memory while the pools cache free segments gets them back first, and one more try.
 #[no_mangle]
-pub extern "C" fn cuMemCreate(handle: *mut u64, size: usize, prop: *const c_void, flags: u64) -> CUresult {
+pub extern "C" fn cuMemCreate(
+    handle: *mut u64,
+    size: usize,
+    prop: *const c_void,
+    flags: u64,
+) -> CUresult {
     let Some(f) = drv::cu_mem_create() else {
         return drv::no_driver();
     };
@@ -632,7 +659,11 @@ pub extern "C" fn cuMemCreate(handle: *mut u64, size: usize, prop: *const c_void
 
 /// `cuMemAllocManaged`: as `cuMemCreate`.
 #[no_mangle]
-pub extern "C" fn cuMemAllocManaged(dptr: *mut CUdeviceptr, size: usize, flags: c_uint) -> CUresult {
+pub extern "C" fn cuMemAllocManaged(
+    dptr: *mut CUdeviceptr,
+    size: usize,
+    flags: c_uint,
+) -> CUresult {
     let Some(f) = drv::cu_mem_alloc_managed() else {
         return drv::no_driver();
     };

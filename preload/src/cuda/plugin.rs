@@ -155,7 +155,12 @@ fn in_context(ctx: CUcontext, f: impl FnOnce() -> CUresult) -> CUresult {
 /// off, no room for another pool): stream-ordered when `stream` is given.
 #[cold]
 #[inline(never)]
-fn driver_alloc(ctx: CUcontext, size: usize, stream: Option<CUstream>, out: &mut CUdeviceptr) -> CUresult {
+fn driver_alloc(
+    ctx: CUcontext,
+    size: usize,
+    stream: Option<CUstream>,
+    out: &mut CUdeviceptr,
+) -> CUresult {
     match stream {
         Some(s) => match drv::cu_mem_alloc_async() {
             // SAFETY: a valid out pointer; the stream is the caller's.
@@ -174,8 +179,8 @@ fn driver_alloc(ctx: CUcontext, size: usize, stream: Option<CUstream>, out: &mut
 fn allocate(size: usize, device: c_int, stream: Option<CUstream>) -> Result<CUdeviceptr, CUresult> {
     let ctx = device_context(device)?;
     let mut out: CUdeviceptr = 0;
-    let pooled = options::get().cuda
-        && !stream.is_some_and(|s| capture::stream_capturing(s, false, ctx));
+    let pooled =
+        options::get().cuda && !stream.is_some_and(|s| capture::stream_capturing(s, false, ctx));
     if pooled {
         let id = stream.map_or(SYNC_STREAM, |s| stream_id(s, false));
         match pools::alloc_in(ctx, size, id) {
@@ -219,7 +224,12 @@ fn deallocate(ptr: CUdeviceptr, stream: Option<CUstream>) -> CUresult {
 /// `CUDA_ERROR_INVALID_VALUE` (1) for a NULL `out`, `CUDA_ERROR_INVALID_DEVICE` (101) for an
 /// unknown device, the driver's code otherwise (2 for out of memory). Size 0 gives NULL and 0.
 #[no_mangle]
-pub extern "C" fn resize_device_allocate(size: usize, device: c_int, stream: *mut c_void, out: *mut *mut c_void) -> c_int {
+pub extern "C" fn resize_device_allocate(
+    size: usize,
+    device: c_int,
+    stream: *mut c_void,
+    out: *mut *mut c_void,
+) -> c_int {
     if out.is_null() {
         return CUDA_ERROR_INVALID_VALUE;
     }
@@ -243,7 +253,12 @@ pub extern "C" fn resize_device_allocate(size: usize, device: c_int, stream: *mu
 /// no-op. Returns 0, or a CUDA error code (`CUDA_ERROR_INVALID_VALUE` for a pointer that is
 /// not a live block, `CUDA_ERROR_INVALID_DEVICE` for an unknown device).
 #[no_mangle]
-pub extern "C" fn resize_device_deallocate(ptr: *mut c_void, size: usize, device: c_int, stream: *mut c_void) -> c_int {
+pub extern "C" fn resize_device_deallocate(
+    ptr: *mut c_void,
+    size: usize,
+    device: c_int,
+    stream: *mut c_void,
+) -> c_int {
     let _ = size;
     if !(0..MAX_DEVICES as c_int).contains(&device) {
         return CUDA_ERROR_INVALID_DEVICE;
@@ -257,7 +272,11 @@ pub extern "C" fn resize_device_deallocate(ptr: *mut c_void, size: usize, device
 /// PyTorch `CUDAPluggableAllocator` `alloc`: NULL on failure (PyTorch then raises its
 /// out-of-memory error), and for a negative size or an unknown device.
 #[no_mangle]
-pub extern "C" fn resize_torch_alloc(size: isize, device: c_int, stream: *mut c_void) -> *mut c_void {
+pub extern "C" fn resize_torch_alloc(
+    size: isize,
+    device: c_int,
+    stream: *mut c_void,
+) -> *mut c_void {
     let Ok(size) = usize::try_from(size) else {
         return core::ptr::null_mut();
     };
@@ -271,7 +290,12 @@ pub extern "C" fn resize_torch_alloc(size: isize, device: c_int, stream: *mut c_
 /// passes the stream it allocated on; its own `record_stream` events delay the call until other
 /// streams are done with the block).
 #[no_mangle]
-pub extern "C" fn resize_torch_free(ptr: *mut c_void, size: isize, device: c_int, stream: *mut c_void) {
+pub extern "C" fn resize_torch_free(
+    ptr: *mut c_void,
+    size: isize,
+    device: c_int,
+    stream: *mut c_void,
+) {
     let _ = (size, device);
     if !ptr.is_null() {
         let _ = deallocate(ptr as CUdeviceptr, Some(stream));
@@ -282,7 +306,11 @@ pub extern "C" fn resize_torch_free(ptr: *mut c_void, size: isize, device: c_int
 /// failure. CuPy passes no stream, so the block is not stream-ordered: its free makes it
 /// reusable after a synchronisation (the pool's own, once per batch, when nobody else syncs).
 #[no_mangle]
-pub extern "C" fn resize_cupy_malloc(param: *mut c_void, size: usize, device: c_int) -> *mut c_void {
+pub extern "C" fn resize_cupy_malloc(
+    param: *mut c_void,
+    size: usize,
+    device: c_int,
+) -> *mut c_void {
     let _ = param;
     if size == 0 {
         return core::ptr::null_mut();

@@ -580,7 +580,11 @@ fn take_out(ctx: CUcontext) -> Vec<&'static PoolCell> {
 /// is about to vanish, and forgotten (its segments are the driver's to free) once the call
 /// succeeds. A failed call puts the pool back.
 pub fn around_teardown(ctx: CUcontext, teardown: impl FnOnce() -> CUresult) -> CUresult {
-    let taken = if any_pool() { take_out(ctx) } else { Vec::new() };
+    let taken = if any_pool() {
+        take_out(ctx)
+    } else {
+        Vec::new()
+    };
     let r = teardown();
     if r == CUDA_SUCCESS {
         // The driver freed the segments with the context: forget them (a dropped pool would
@@ -698,7 +702,10 @@ pub fn stats_total() -> (PoolStats, u64) {
     let mut n = 0;
     for c in cells() {
         let s = c.with(|p| p.stats());
-        if !cells().take_while(|o| !core::ptr::eq(*o, c)).any(|o| o.ctx == c.ctx) {
+        if !cells()
+            .take_while(|o| !core::ptr::eq(*o, c))
+            .any(|o| o.ctx == c.ctx)
+        {
             n += 1;
         }
         t.reserved += s.reserved;
