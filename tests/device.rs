@@ -244,13 +244,24 @@ mod model {
 
     #[derive(Clone, Debug)]
     enum Op {
-        Alloc { size: usize, stream: u64 },
+        Alloc {
+            size: usize,
+            stream: u64,
+        },
         Free(usize),
         FreeAsync(usize),
         Sync,
         Begin,
         End,
         Trim,
+        /// Freed on a stream of another context (1 or 2).
+        FreeForeign(usize, u64),
+        /// That context synchronised.
+        DomainSync(u64),
+        /// A capture begins or ends (0 none, 1 relaxed, 2 global).
+        Capture(u8),
+        /// A cap on cached bytes (0: none).
+        Cap(usize),
     }
 
     fn op() -> impl Strategy<Value = Op> {
@@ -262,6 +273,10 @@ mod model {
             1 => Just(Op::Begin),
             1 => Just(Op::End),
             1 => Just(Op::Trim),
+            2 => (any::<usize>(), 1u64..3).prop_map(|(i, d)| Op::FreeForeign(i, d)),
+            1 => (1u64..3).prop_map(Op::DomainSync),
+            1 => (0u8..3).prop_map(Op::Capture),
+            1 => (0usize..4).prop_map(|m| Op::Cap(m * MIB)),
         ]
     }
 
@@ -279,25 +294,50 @@ mod model {
             let mut p = pool(256 * MIB);
             let mut live: Vec<Live> = Vec::new();
             // Blocks freed since the last sync the pool knows of, with the stream that may reuse
-            // them early (None: synchronous free).
-            let mut unsynced: Vec<(DevPtr, usize, Option<u64>)> = Vec::new();
+            // them early (None: synchronous free), and the other context whose sync they wait
+            // for (0: the pool's own).
+            let mut unsynced: Vec<(DevPtr, usize, Option<u64>, u64)> = Vec::new();
             let mut fill = 0u8;
             for op in ops {
                 match op {
                     Op::Alloc { size, stream } => {
                         let syncs_before = p.backend().syncs;
-                        let ptr = p.alloc(size, stream).unwrap();
+                        let ptr = match p.alloc(size, stream) {
+                            Ok(ptr) => ptr,
+                            Err(PoolError::Capturing) if p.backend().capture == Capture::Global => continue,
+                            Err(e) => return Err(TestCaseError::fail(format!("alloc: {e:?}"))),
+                        };
                         if p.backend().syncs != syncs_before {
-                            unsynced.clear(); // the pool synchronised: everything is reusable
+                            // The pool synchronised itself, and the other contexts it waits for.
+                            unsynced.clear();
                         }
-                        let end = ptr + size as DevPtr;
+                        // The pool's block is the request rounded up to its granule.
+                        let end = ptr + size.next_multiple_of(GRANULE) as DevPtr;
                         for l in &live {
-                            prop_assert!(end <= l.ptr || ptr >= l.ptr + l.size as DevPtr, "overlaps a live block");
+                            let l_end = l.ptr + l.size.next_multiple_of(GRANULE) as DevPtr;
+                            prop_assert!(end <= l.ptr || ptr >= l_end, "overlaps a live block");
                         }
-                        for &(q, n, s) in &unsynced {
+                        for &(q, n, s, _) in &unsynced {
                             let overlaps = !(end <= q || ptr >= q + n as DevPtr);
                             prop_assert!(!overlaps || s == Some(stream), "reused memory freed after the last sync");
                         }
+                        // Same-stream reuse: the reused part is the new block's now; what is left
+                        // of the old free still waits.
+                        let mut rest = Vec::new();
+                        unsynced.retain(|&(q, n, s, d)| {
+                            let qend = q + n as DevPtr;
+                            if end <= q || ptr >= qend {
+                                return true;
+                            }
+                            if q < ptr {
+                                rest.push((q, (ptr - q) as usize, s, d));
+                            }
+                            if end < qend {
+                                rest.push((end, (qend - end) as usize, s, d));
+                            }
+                            false
+                        });
+                        unsynced.extend(rest);
                         fill = fill.wrapping_add(1);
                         write(ptr, size, fill);
                         live.push(Live { ptr, size, stream, fill });
@@ -306,29 +346,47 @@ mod model {
                         let l = live.swap_remove(i % live.len());
                         prop_assert!(read_all(l.ptr, l.size, l.fill), "contents changed");
                         p.free(l.ptr).unwrap();
-                        unsynced.push((l.ptr, l.size, None));
+                        unsynced.push((l.ptr, l.size.next_multiple_of(GRANULE), None, 0));
                     }
                     Op::FreeAsync(i) if !live.is_empty() => {
                         let l = live.swap_remove(i % live.len());
                         prop_assert!(read_all(l.ptr, l.size, l.fill), "contents changed");
                         p.free_async(l.ptr, l.stream).unwrap();
-                        unsynced.push((l.ptr, l.size, Some(l.stream)));
+                        unsynced.push((l.ptr, l.size.next_multiple_of(GRANULE), Some(l.stream), 0));
+                    }
+                    Op::FreeForeign(i, d) if !live.is_empty() => {
+                        let l = live.swap_remove(i % live.len());
+                        prop_assert!(read_all(l.ptr, l.size, l.fill), "contents changed");
+                        p.free_async_foreign(l.ptr, d).unwrap();
+                        unsynced.push((l.ptr, l.size.next_multiple_of(GRANULE), None, d));
                     }
                     Op::Sync => {
                         p.on_synchronize();
-                        unsynced.clear();
+                        unsynced.retain(|u| u.3 != 0);
                     }
+                    Op::DomainSync(d) => {
+                        p.on_domain_synchronized(d, p.sync_mark());
+                        unsynced.retain(|u| u.3 != d);
+                    }
+                    Op::Capture(m) => {
+                        p.backend_mut().capture = [Capture::None, Capture::Relaxed, Capture::Global][m as usize];
+                    }
+                    Op::Cap(bytes) => p.set_max_cached(if bytes == 0 { usize::MAX } else { bytes }),
                     Op::Begin => p.region_begin(),
                     Op::End => p.region_end(),
                     Op::Trim => {
+                        let syncs_before = p.backend().syncs;
                         p.trim().unwrap();
-                        unsynced.clear();
+                        if p.backend().syncs != syncs_before {
+                            unsynced.clear();
+                        }
                     }
                     _ => {}
                 }
                 if let Err(e) = p.check_invariants() {
                     return Err(TestCaseError::fail(e));
                 }
+                prop_assert_eq!(p.backend().illegal_calls, 0, "a driver call the capture forbids");
             }
             for l in &live {
                 prop_assert!(read_all(l.ptr, l.size, l.fill));

@@ -228,6 +228,7 @@ fn resolve_driver() {
         drv::cu_ctx_push_current_v2(),
         drv::cu_ctx_pop_current_v2(),
         drv::cu_stream_get_capture_info_v2(),
+        drv::cu_stream_is_capturing(),
     );
 }
 
