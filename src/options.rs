@@ -161,6 +161,12 @@ pub fn get() -> Options {
     }
 }
 
+/// `RESIZEALLOC_CUDA_IDLE_MS` alone (read at every synchronisation the hooks see).
+#[inline]
+pub fn cuda_idle_ms() -> usize {
+    CUDA_IDLE_MS.load(Ordering::Relaxed)
+}
+
 /// Sets the options in force. Arenas made before keep their configuration.
 pub fn set(o: Options) {
     REGION.store(o.region as u8, Ordering::Relaxed);

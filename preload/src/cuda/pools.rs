@@ -198,6 +198,14 @@ fn remember(cell: &'static PoolCell, generation: u64) {
 const EMPTY_SLOT: AtomicPtr<PoolCell> = AtomicPtr::new(core::ptr::null_mut());
 /// The pools, found without a lock.
 static SLOTS: [AtomicPtr<PoolCell>; MAX_POOLS] = [EMPTY_SLOT; MAX_POOLS];
+/// One past the highest slot ever used: walks of the table stop there.
+static SLOTS_USED: core::sync::atomic::AtomicUsize = core::sync::atomic::AtomicUsize::new(0);
+
+/// The part of the table that may hold pools.
+#[inline]
+fn used_slots() -> &'static [AtomicPtr<PoolCell>] {
+    &SLOTS[..SLOTS_USED.load(Ordering::Acquire).min(MAX_POOLS)]
+}
 
 /// Creation, teardown and region counting. Invariant: every pool's region depth equals
 /// `threads_in_regions` (a pool created while threads are inside regions starts at that
@@ -234,7 +242,7 @@ fn resolve_driver() {
 
 /// The pools that exist now.
 fn cells() -> impl Iterator<Item = &'static PoolCell> {
-    SLOTS.iter().filter_map(|s| {
+    used_slots().iter().filter_map(|s| {
         // SAFETY: a non-null slot points at a leaked cell, which is never freed.
         unsafe { s.load(Ordering::Acquire).as_ref() }
     })
@@ -303,6 +311,7 @@ fn create_cell(key: usize, shard: u32) -> Option<&'static PoolCell> {
         }))
     });
     SLOTS[slot].store(cell, Ordering::Release);
+    SLOTS_USED.fetch_max(slot + 1, Ordering::AcqRel);
     ANY_POOL.store(true, Ordering::Release);
     Some(cell)
 }
@@ -505,13 +514,31 @@ pub fn observe_sync(ctx: CUcontext, sync: impl FnOnce() -> CUresult) -> CUresult
     if !any_pool() {
         return sync();
     }
-    let mut marks = [u64::MAX; MAX_POOLS];
+    // On the stack for the usual few pools; the table is walked only up to its used part.
+    let used = used_slots().len();
+    if used <= 16 {
+        let mut marks = [(core::ptr::null(), 0); 16];
+        observe_sync_with(&mut marks[..used], ctx, sync)
+    } else {
+        let mut marks = resizealloc::region::outside_regions(|| vec![(core::ptr::null(), 0); used]);
+        let r = observe_sync_with(&mut marks, ctx, sync);
+        resizealloc::region::outside_regions(|| drop(marks));
+        r
+    }
+}
+
+/// [`observe_sync`] with room for one (pool, mark) per used slot.
+fn observe_sync_with(
+    marks: &mut [(*const PoolCell, u64)],
+    ctx: CUcontext,
+    sync: impl FnOnce() -> CUresult,
+) -> CUresult {
     let foreign = ANY_FOREIGN.load(Ordering::Acquire);
     for (slot, mark) in SLOTS.iter().zip(marks.iter_mut()) {
         // SAFETY: a non-null slot points at a leaked cell, which is never freed.
         if let Some(c) = unsafe { slot.load(Ordering::Acquire).as_ref() } {
             if c.ctx == ctx as usize || foreign {
-                *mark = c.with(|p| p.sync_mark());
+                *mark = (c, c.with(|p| p.sync_mark()));
             }
         }
     }
@@ -519,16 +546,14 @@ pub fn observe_sync(ctx: CUcontext, sync: impl FnOnce() -> CUresult) -> CUresult
     if r != CUDA_SUCCESS {
         return r;
     }
-    let idle_ms = options::get().cuda_idle_ms;
+    let idle_ms = options::cuda_idle_ms();
     let now = if idle_ms == 0 { 0 } else { now_ms() };
-    for (slot, &mark) in SLOTS.iter().zip(marks.iter()) {
-        // SAFETY: as above.
-        let Some(c) = (unsafe { slot.load(Ordering::Acquire).as_ref() }) else {
+    for &(cell, mark) in marks.iter() {
+        // SAFETY: null or a cell from the table; cells are never freed (one taken out of the
+        // table since only forgot its segments: the reclaim finds nothing to do).
+        let Some(c) = (unsafe { cell.as_ref() }) else {
             continue;
         };
-        if mark == u64::MAX {
-            continue;
-        }
         c.with(|p| {
             if c.ctx == ctx as usize {
                 p.on_synchronize_since(mark);
@@ -561,7 +586,7 @@ fn take_out(ctx: CUcontext) -> Vec<&'static PoolCell> {
         let _registry = REGISTRY.lock();
         let key = ctx as usize;
         let mut taken = Vec::new();
-        for slot in &SLOTS {
+        for slot in used_slots() {
             let p = slot.load(Ordering::Acquire);
             // SAFETY: a non-null slot points at a leaked cell, which is never freed.
             if let Some(c) = unsafe { p.as_ref() }.filter(|c| c.ctx == key) {
