@@ -35,13 +35,16 @@ enum { CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED = 900, CUDA_ERROR_STREAM_CAPTURE_IN
 #define MAX_CAPTURES 16
 static struct { CUstream s; int mode; int invalid; } caps[MAX_CAPTURES];
 static long n_illegal, n_graph_allocs, n_graph_frees, n_ipc, n_create, n_managed, n_host, n_capture_queries;
+static int n_captures; /* entries in caps: the common case (none) costs one load */
 static int capture_slot(CUstream s) {
+    if (!n_captures) return -1;
     for (int i = 0; i < MAX_CAPTURES; i++) if (caps[i].s == s && s) return i;
     return -1;
 }
 /* 1: some capture of a mode in `modes` (bit mask) is active; it is invalidated. */
 static int illegal_during(int modes) {
     int hit = 0;
+    if (!n_captures) return 0;
     for (int i = 0; i < MAX_CAPTURES; i++)
         if (caps[i].s && ((1 << caps[i].mode) & modes)) { caps[i].invalid = 1; hit = 1; }
     if (hit) n_illegal++;
@@ -53,7 +56,7 @@ static CUresult begin_capture(CUstream s, int mode) {
     if (s == 0 || s == (CUstream)1) return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED; /* legacy stream */
     if (capture_slot(s) >= 0) return CUDA_ERROR_INVALID_VALUE;
     for (int i = 0; i < MAX_CAPTURES; i++)
-        if (!caps[i].s) { caps[i].s = s; caps[i].mode = mode; caps[i].invalid = 0; return CUDA_SUCCESS; }
+        if (!caps[i].s) { caps[i].s = s; caps[i].mode = mode; caps[i].invalid = 0; n_captures++; return CUDA_SUCCESS; }
     return CUDA_ERROR_OUT_OF_MEMORY;
 }
 CUresult cuStreamBeginCapture_v2(CUstream s, int mode) { return begin_capture(s, mode); }
@@ -65,6 +68,7 @@ CUresult cuStreamEndCapture(CUstream s, void **graph) {
     if (i < 0) return CUDA_ERROR_INVALID_VALUE;
     int invalid = caps[i].invalid;
     caps[i].s = 0;
+    n_captures--;
     if (graph) *graph = invalid ? NULL : (void *)0x6a;
     return invalid ? CUDA_ERROR_STREAM_CAPTURE_INVALIDATED : CUDA_SUCCESS;
 }
