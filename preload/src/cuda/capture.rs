@@ -134,8 +134,11 @@ pub fn note_end(stream: CUstream) {
     ACTIVE.store(*count, Ordering::Release);
 }
 
-/// The captures in progress in context `ctx`: what the pool of that context may do now. One
-/// atomic load when no capture is known anywhere.
+/// What the pools of context `ctx` may do now, given the captures in progress: a global (or
+/// thread-local, or unknown) capture anywhere in the process forbids every thread's potentially
+/// unsafe calls, synchronisations and `cuMemAlloc`/`cuMemFree` included, in any context; a
+/// relaxed capture forbids synchronising its own context. One atomic load when no capture is
+/// known anywhere.
 pub fn state(ctx: CUcontext) -> Capture {
     if ACTIVE.load(Ordering::Acquire) == 0 {
         return Capture::None;
@@ -146,17 +149,17 @@ pub fn state(ctx: CUcontext) -> Capture {
 #[cold]
 #[inline(never)]
 fn state_slow(ctx: usize) -> Capture {
-    let mut mine = [None; MAX_CAPTURES];
+    let mut relevant = [None; MAX_CAPTURES];
     {
         let list = LIST.lock();
-        for (out, e) in mine.iter_mut().zip(list.0.iter()) {
-            *out = e.filter(|e| e.ctx == ctx);
+        for (out, e) in relevant.iter_mut().zip(list.0.iter()) {
+            *out = e.filter(|e| e.ctx == ctx || !e.relaxed);
         }
     }
     let mut result = Capture::None;
     // Asked of the driver outside the lock: entries whose capture ended where no hook saw it
     // (or whose stream is gone) drop out.
-    for e in mine.iter().flatten() {
+    for e in relevant.iter().flatten() {
         if query(e.stream as CUstream) == Some(true) {
             result = result.max(if e.relaxed {
                 Capture::Relaxed

@@ -114,6 +114,15 @@ int main(void) {
     CHECK(cudaStreamEndCapture(S, NULL) == 0, "cudaStreamEndCapture: valid");
     CHECK(cuCtxSynchronize() == 0 && cuda_trim() == 0, "sync and trim after every capture");
 
+    /* E. A global capture in another context forbids unsafe calls in every context. */
+    CHECK(cuMemAlloc_v2(&a, 64) == 0 && cuMemFree_v2(a) == 0, "a free in flight in context 0");
+    CHECK(cuStreamBeginCapture_v2((void *)0x99, GLOBAL) == 0, "global capture on a stream of context 1");
+    in_use = stats().in_use;
+    CHECK(cuMemAllocAsync(&y, 64 * MIB, T) == 0 && stats().in_use == in_use, "context 0's pool refuses what needs a driver call");
+    cuMemFreeAsync(y, T);
+    CHECK(cuda_trim() == 0 && fake_cuda_count("illegal") == 0, "other context: nothing illegal");
+    CHECK(cuStreamEndCapture((void *)0x99, NULL) == 0, "the other context's capture ends valid");
+
     if (failures) { printf("%d failures\n", failures); return 1; }
     puts("all ok");
     return 0;
