@@ -212,6 +212,7 @@ pub type IpcHandleFn = unsafe extern "C" fn(*mut c_void, CUdeviceptr) -> CUresul
 pub type MemCreateFn = unsafe extern "C" fn(*mut u64, usize, *const c_void, u64) -> CUresult;
 pub type AllocManagedFn = unsafe extern "C" fn(*mut CUdeviceptr, usize, c_uint) -> CUresult;
 pub type AllocHostFn = unsafe extern "C" fn(*mut *mut c_void, usize) -> CUresult;
+pub type HostAllocFn = unsafe extern "C" fn(*mut *mut c_void, usize, c_uint) -> CUresult;
 pub type ProcFn = unsafe extern "C" fn(*const c_char, *mut *mut c_void, c_int, u64) -> CUresult;
 pub type ProcV2Fn =
     unsafe extern "C" fn(*const c_char, *mut *mut c_void, c_int, u64, *mut c_int) -> CUresult;
@@ -255,6 +256,7 @@ real_fns! { driver_symbol:
     cu_mem_create = c"cuMemCreate" as MemCreateFn;
     cu_mem_alloc_managed = c"cuMemAllocManaged" as AllocManagedFn;
     cu_mem_alloc_host_v2 = c"cuMemAllocHost_v2" as AllocHostFn;
+    cu_mem_host_alloc = c"cuMemHostAlloc" as HostAllocFn;
 }
 
 pub type RtMallocFn = unsafe extern "C" fn(*mut *mut c_void, usize) -> CudaError;

@@ -671,6 +671,16 @@ pub extern "C" fn cuMemAllocManaged(
     with_pressure_retry(|| unsafe { f(dptr, size, flags) })
 }
 
+/// `cuMemHostAlloc` (what `cudaHostAlloc` and `cudaMallocHost` call): as `cuMemCreate`.
+#[no_mangle]
+pub extern "C" fn cuMemHostAlloc(pp: *mut *mut c_void, size: usize, flags: c_uint) -> CUresult {
+    let Some(f) = drv::cu_mem_host_alloc() else {
+        return drv::no_driver();
+    };
+    // SAFETY: forwarded arguments.
+    with_pressure_retry(|| unsafe { f(pp, size, flags) })
+}
+
 /// `cuMemAllocHost_v2` (pinned host memory, which device memory pressure can also starve): as
 /// `cuMemCreate`.
 #[no_mangle]

@@ -54,6 +54,7 @@ fn hook_by_symbol(name: &[u8]) -> *mut c_void {
         b"cuMemCreate" => cuMemCreate as *const (),
         b"cuMemAllocManaged" => cuMemAllocManaged as *const (),
         b"cuMemAllocHost_v2" => cuMemAllocHost_v2 as *const (),
+        b"cuMemHostAlloc" => cuMemHostAlloc as *const (),
         _ => core::ptr::null(),
     };
     f as *mut c_void
@@ -145,6 +146,7 @@ fn hook_by_base_name(name: &[u8], version: c_int, flags: u64) -> *mut c_void {
         b"cuMemCreate" => (b"cuMemCreate", 10020),
         b"cuMemAllocManaged" => (b"cuMemAllocManaged", 6000),
         b"cuMemAllocHost" => (b"cuMemAllocHost_v2", 3020),
+        b"cuMemHostAlloc" => (b"cuMemHostAlloc", 2020),
         _ => return core::ptr::null_mut(),
     };
     if version < since {

@@ -291,6 +291,7 @@ CUresult cuMemAllocHost_v2(void **pp, size_t n) {
     if (r == CUDA_SUCCESS) *pp = (void *)(uintptr_t)p;
     return r;
 }
+CUresult cuMemHostAlloc(void **pp, size_t n, unsigned flags) { (void)flags; return cuMemAllocHost_v2(pp, n); }
 CUresult cuMemFreeHost(void *p) { return do_free((CUdeviceptr)(uintptr_t)p); }
 
 /* Memory pools: a pool is a small heap object; CUmemPoolProps is only read for handleTypes. */
@@ -374,6 +375,7 @@ static const struct { const char *name; void *fn; } table[] = {
     {"cuMemCreate", (void *)cuMemCreate},
     {"cuMemAllocManaged", (void *)cuMemAllocManaged},
     {"cuMemAllocHost", (void *)cuMemAllocHost_v2},
+    {"cuMemHostAlloc", (void *)cuMemHostAlloc},
 };
 
 CUresult cuGetProcAddress_v2(const char *symbol, void **pfn, int version, uint64_t flags, int *status) {

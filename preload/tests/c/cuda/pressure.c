@@ -21,6 +21,7 @@ CUresult cuMemRelease(uint64_t);
 CUresult cuMemAllocManaged(CUdeviceptr *, size_t, unsigned);
 CUresult cuMemAllocHost_v2(void **, size_t);
 CUresult cuMemFreeHost(void *);
+CUresult cuMemHostAlloc(void **, size_t, unsigned);
 size_t fake_cuda_used(void);
 
 struct cuda_stats { uint64_t pools, reserved, in_use, high_water, overflow_blocks, segments, own_syncs, observed_syncs, driver_allocs, pressure_releases, capture_refusals; };
@@ -57,6 +58,9 @@ int main(int argc, char **argv) {
         cache(40);
         void *host = NULL;
         CHECK(cuMemAllocHost_v2(&host, 40 * MIB) == 0 && stats().reserved == 0, "cuMemAllocHost_v2: the same");
+        CHECK(cuMemFreeHost(host) == 0, "cuMemFreeHost");
+        cache(40);
+        CHECK(cuMemHostAlloc(&host, 40 * MIB, 0) == 0 && stats().reserved == 0, "cuMemHostAlloc (cudaHostAlloc, cudaMallocHost): the same");
         CHECK(cuMemFreeHost(host) == 0, "cuMemFreeHost");
         /* A pass-through cuMemAlloc (outside regions) too. */
         cache(40);
