@@ -134,6 +134,17 @@ pub fn note_end(stream: CUstream) {
     ACTIVE.store(*count, Ordering::Release);
 }
 
+/// Fork support: holds the capture list across `fork` (taken after the pools' locks).
+pub fn fork_prepare() {
+    core::mem::forget(LIST.lock());
+}
+
+/// Fork support: releases what [`fork_prepare`] took, in the parent and in the child.
+pub fn fork_finish() {
+    // SAFETY: `fork_prepare` took the lock in this thread (or its copy in the child).
+    unsafe { LIST.force_unlock() };
+}
+
 /// What the pools of context `ctx` may do now, given the captures in progress: a global (or
 /// thread-local, or unknown) capture anywhere in the process forbids every thread's potentially
 /// unsafe calls, synchronisations and `cuMemAlloc`/`cuMemFree` included, in any context; a

@@ -755,10 +755,12 @@ pub fn fork_prepare() {
     for c in cells() {
         core::mem::forget(c.pool.lock());
     }
+    capture::fork_prepare();
 }
 
 /// Fork support: release the locks taken by [`fork_prepare`], in the parent and in the child.
 pub fn fork_finish() {
+    capture::fork_finish();
     // SAFETY: `fork_prepare` took these locks in this thread (or its copy in the child); the
     // registry was held, so the set of pools has not changed since.
     unsafe {
