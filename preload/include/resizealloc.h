@@ -86,9 +86,9 @@ int resize_stats_get(struct resize_stats *out, size_t out_size);
 /* Gives memory the calling thread's arena does not need back to the kernel. */
 void resize_trim(void);
 
-/* The device pools behind cudaMalloc/cuMemAlloc (one per CUDA context), summed. */
+/* The device pools behind cudaMalloc/cuMemAlloc (per CUDA context, sharded per thread), summed. */
 struct resize_cuda_stats {
-    uint64_t pools;            /* contexts with a pool */
+    uint64_t pools;            /* contexts with a pool (their shards count once) */
     uint64_t reserved;         /* bytes held from the driver */
     uint64_t in_use;           /* bytes in live blocks */
     uint64_t high_water;       /* sum of the pools' last region peaks */
