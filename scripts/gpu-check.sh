@@ -13,9 +13,17 @@
 #    and cudaMallocAsync+cudaFreeAsync go side by side;
 # 3. a PyTorch training loop: torch's caching allocator, PYTORCH_NO_CUDA_MEMORY_CACHING=1, and
 #    that under the library (same final loss required);
-# 4. cuda.core DeviceMemoryResource.allocate(10) + sync, with and without the library.
-# Finishes in well under 5 minutes; every part reports on its own and a failure does not stop
-# the others (the exit status is 1 if any part failed).
+# 4. cuda.core DeviceMemoryResource.allocate(10) + sync, with and without the library;
+# 5. issue 10 (scripts/gpu/issue10.cu, plainly and under the library): CUDA graph capture in
+#    global and relaxed mode with replays after the pool reused memory, IPC between two
+#    processes, cuMemCreate of 60% of the device after the pool cached 60%;
+# 6. the plug-in entry points, without LD_PRELOAD: PyTorch through CUDAPluggableAllocator,
+#    CuPy through CFunctionAllocator (vs CuPy's pool), cuda.core allocate(10) through a
+#    MemoryResource over resize_device_allocate (vs CuPy's cp.empty(10)), a Numba kernel through
+#    an external memory manager (vs Numba's own).
+# Designed for one call of at most 8 minutes (each step has its own timeout); every part
+# reports on its own and a failure does not stop the others (the exit status is 1 if any part
+# failed).
 set -u
 cd "$(dirname "$0")/.."
 OUTDIR=${OUT:-target/gpu}
@@ -49,7 +57,7 @@ for rt in shared static; do
 done
 run_bench() { # name, env...
   local name=$1; shift
-  timeout 120 env "$@" "target/gpu/alloc_bench_$name" 20000 >"target/gpu/out.$name.$RUN" 2>>"$LOG" || fail "alloc_bench $name ($RUN)"
+  timeout 60 env "$@" "target/gpu/alloc_bench_$name" 20000 >"target/gpu/out.$name.$RUN" 2>>"$LOG" || fail "alloc_bench $name ($RUN)"
 }
 {
   echo "## cudaMalloc / cudaFree (host time per operation)"
@@ -82,6 +90,7 @@ if "$PY" -c "import torch; assert torch.cuda.is_available()" >>"$LOG" 2>&1; then
   t_cache=$(timeout 120 "$PY" scripts/gpu/torch_loop.py 300 2>>"$LOG") || fail "torch caching"
   t_nocache=$(PYTORCH_NO_CUDA_MEMORY_CACHING=1 timeout 120 "$PY" scripts/gpu/torch_loop.py 300 2>>"$LOG") || fail "torch no caching"
   t_pool=$(PYTORCH_NO_CUDA_MEMORY_CACHING=1 LD_PRELOAD="$LIB" RESIZEALLOC_REGION=process timeout 120 "$PY" scripts/gpu/torch_loop.py 300 2>>"$LOG") || fail "torch under resizealloc"
+  t_plugin=$(RESIZEALLOC_LIB="$LIB" timeout 90 "$PY" scripts/gpu/torch_plugin.py 300 2>>"$LOG") || fail "torch through CUDAPluggableAllocator"
   get() { echo "$1" | awk -v k="$2" '$2==k {print $3}'; }
   {
     echo "## PyTorch training loop (300 steps, MLP 1024-2048-2048-10, batch 256)"
@@ -91,11 +100,13 @@ if "$PY" -c "import torch; assert torch.cuda.is_available()" >>"$LOG" 2>&1; then
     echo "| torch caching allocator | $(get "$t_cache" torch_step) | $(get "$t_cache" torch_loss) |"
     echo "| PYTORCH_NO_CUDA_MEMORY_CACHING=1 | $(get "$t_nocache" torch_step) | $(get "$t_nocache" torch_loss) |"
     echo "| same, under libresizealloc.so (process mode) | $(get "$t_pool" torch_step) | $(get "$t_pool" torch_loss) |"
+    echo "| libresizealloc.so through CUDAPluggableAllocator (no LD_PRELOAD) | $(get "$t_plugin" torch_step) | $(get "$t_plugin" torch_loss) |"
     echo
-    echo "Target: the last row within 1.3 x the first."
+    echo "Targets: the LD_PRELOAD row within 1.3 x the first; the plug-in row within 1.1 x the first."
     echo
   } >>"$RES"
   [ "$(get "$t_nocache" torch_loss)" = "$(get "$t_pool" torch_loss)" ] || fail "torch loss differs under the library"
+  [ "$(get "$t_cache" torch_loss)" = "$(get "$t_plugin" torch_loss)" ] || fail "torch loss differs through the plug-in"
 else
   echo "PyTorch with CUDA not available: skipped" >>"$RES"
 fi
@@ -117,6 +128,64 @@ if "$PY" -c "import cuda.core" >>"$LOG" 2>&1; then
 else
   echo "cuda.core not available: skipped" >>"$RES"
 fi
+
+# ---- 5: issue 10 on the real driver: capture, IPC, pressure
+if nvcc -O2 -o target/gpu/issue10 scripts/gpu/issue10.cu -lcuda >>"$LOG" 2>&1; then
+  {
+    echo "## Graph capture, IPC, memory pressure (scripts/gpu/issue10.cu)"
+    echo
+    echo "| check | plain | under libresizealloc.so (process mode) |"
+    echo "|---|---|---|"
+  } >>"$RES"
+  i10() { # label, args...
+    local label=$1; shift
+    local plain pooled
+    plain=$(timeout 60 target/gpu/issue10 "$@" 2>>"$LOG") || fail "issue10 $* (plain)"
+    pooled=$(LD_PRELOAD="$LIB" RESIZEALLOC_REGION=process RESIZEALLOC_STATS=1 timeout 60 target/gpu/issue10 "$@" 2>>"$LOG") || fail "issue10 $* (under the library)"
+    echo "$plain $pooled" | grep -h FAIL >>"$LOG" || true
+    echo "| $label | $(echo "$plain" | awk '$1=="RESULT" {printf "%s %s %s; ", $2, $3, $4}') | $(echo "$pooled" | awk '$1=="RESULT" {printf "%s %s %s; ", $2, $3, $4}') |" >>"$RES"
+  }
+  i10 "capture, global mode, 200 replays after reuse" capture global
+  i10 "capture, relaxed mode (cudaMalloc during it)" capture relaxed
+  i10 "IPC to a child process" ipc "$PWD/target/gpu/ipc-handle"
+  i10 "cuMemCreate of 60% after the pool cached 60%" pressure
+  # IPC outside regions (markers mode, no region): the driver's own allocation is shared.
+  ipc_markers=$(LD_PRELOAD="$LIB" timeout 60 target/gpu/issue10 ipc "$PWD/target/gpu/ipc-handle" 2>>"$LOG") || fail "issue10 ipc (markers mode)"
+  echo "| IPC, library loaded, outside regions (the workaround) | | $(echo "$ipc_markers" | awk '$1=="RESULT" {printf "%s %s %s; ", $2, $3, $4}') |" >>"$RES"
+  echo >>"$RES"
+else
+  fail "nvcc issue10.cu"
+fi
+
+# ---- 6: plug-in entry points (no LD_PRELOAD)
+sec() { echo "$1" | awk -v k="$2" '$1=="RESULT" && $2==k {print $3}'; }
+if "$PY" -c "import cupy" >>"$LOG" 2>&1; then
+  c_cupy=$(timeout 60 "$PY" scripts/gpu/cupy_alloc.py cupy 2>>"$LOG") || fail "cupy (own pool)"
+  c_resize=$(RESIZEALLOC_LIB="$LIB" timeout 60 "$PY" scripts/gpu/cupy_alloc.py resize 2>>"$LOG") || fail "cupy through CFunctionAllocator"
+else
+  echo "CuPy not available: skipped" >>"$RES"
+fi
+if "$PY" -c "import cuda.core" >>"$LOG" 2>&1; then
+  c_core=$(RESIZEALLOC_LIB="$LIB" timeout 60 "$PY" scripts/gpu/cuda_core_resize.py 2>>"$LOG") || fail "cuda.core through resize_device_allocate"
+fi
+if "$PY" -c "import numba.cuda" >>"$LOG" 2>&1; then
+  n_own=$(timeout 90 "$PY" scripts/gpu/numba_kernel.py numba 2>>"$LOG") || fail "numba (own allocator)"
+  n_resize=$(RESIZEALLOC_LIB="$LIB" timeout 90 "$PY" scripts/gpu/numba_kernel.py resize 2>>"$LOG") || fail "numba through the EMM plugin"
+else
+  echo "Numba not available: skipped" >>"$RES"
+fi
+{
+  echo "## Plug-in entry points (library loaded with dlopen/ctypes, no LD_PRELOAD)"
+  echo
+  echo "| loop | framework's own allocator | libresizealloc.so plug-in |"
+  echo "|---|---:|---:|"
+  echo "| CuPy cp.empty(10) + sync, ns | $(sec "${c_cupy:-}" cupy_empty10_sync_cupy) | $(sec "${c_resize:-}" cupy_empty10_sync_resize) |"
+  echo "| cuda.core allocate(10) + close + sync, ns (own: DeviceMemoryResource; compare with CuPy's) | $(sec "${c_plain:-}" cuda_core_alloc_sync) | $(sec "${c_core:-}" cuda_core_resize_alloc_sync) |"
+  echo "| Numba axpy on a fresh 4 MiB array per step, us | $(sec "${n_own:-}" numba_axpy_step_numba) | $(sec "${n_resize:-}" numba_axpy_step_resize) |"
+  echo
+  echo "Target: cuda.core allocate(10) + sync through the plug-in <= 1.1 x CuPy's cp.empty(10) + sync (first row, left)."
+  echo
+} >>"$RES"
 
 cat "$RES"
 exit $status

@@ -59,6 +59,16 @@ pub const OPTIONS: &[OptionDesc] = &[
         description: "`off`: the CUDA driver hooks pass everything through to the driver (A/B switch for the device pool).",
     },
     OptionDesc {
+        name: "RESIZEALLOC_CUDA_MAX_CACHED",
+        default: "unlimited",
+        description: "Most bytes each device pool keeps cached (held from the driver, not in use) after a synchronisation; above it, empty segments go back to the driver, largest first (the driver pools' release threshold, applied per pool).",
+    },
+    OptionDesc {
+        name: "RESIZEALLOC_CUDA_IDLE_MS",
+        default: "5000",
+        description: "A device pool that handed nothing out for this many milliseconds gives its cached segments back at the next synchronisation; 0 never.",
+    },
+    OptionDesc {
         name: "RESIZEALLOC_STATS",
         default: "0",
         description: "`1`: print a summary of the arenas on stderr at exit (preload library).",
@@ -95,6 +105,10 @@ pub struct Options {
     pub verbose: bool,
     /// Serve CUDA device allocations from the device pool (preload library).
     pub cuda: bool,
+    /// Most bytes a device pool keeps cached after a synchronisation (`usize::MAX`: no cap).
+    pub cuda_max_cached: usize,
+    /// Idle time after which a device pool releases its cache (0: never).
+    pub cuda_idle_ms: usize,
 }
 
 impl Options {
@@ -108,6 +122,8 @@ impl Options {
         stats: false,
         verbose: false,
         cuda: true,
+        cuda_max_cached: usize::MAX,
+        cuda_idle_ms: 5000,
     };
 }
 
@@ -120,6 +136,8 @@ static RESERVE: AtomicUsize = AtomicUsize::new(256 << 30);
 static STATS: AtomicBool = AtomicBool::new(false);
 static VERBOSE: AtomicBool = AtomicBool::new(false);
 static CUDA: AtomicBool = AtomicBool::new(true);
+static CUDA_MAX_CACHED: AtomicUsize = AtomicUsize::new(usize::MAX);
+static CUDA_IDLE_MS: AtomicUsize = AtomicUsize::new(5000);
 
 /// The options in force.
 pub fn get() -> Options {
@@ -138,7 +156,15 @@ pub fn get() -> Options {
         stats: STATS.load(Ordering::Relaxed),
         verbose: VERBOSE.load(Ordering::Relaxed),
         cuda: CUDA.load(Ordering::Relaxed),
+        cuda_max_cached: CUDA_MAX_CACHED.load(Ordering::Relaxed),
+        cuda_idle_ms: CUDA_IDLE_MS.load(Ordering::Relaxed),
     }
+}
+
+/// `RESIZEALLOC_CUDA_IDLE_MS` alone (read at every synchronisation the hooks see).
+#[inline]
+pub fn cuda_idle_ms() -> usize {
+    CUDA_IDLE_MS.load(Ordering::Relaxed)
 }
 
 /// Sets the options in force. Arenas made before keep their configuration.
@@ -152,6 +178,8 @@ pub fn set(o: Options) {
     STATS.store(o.stats, Ordering::Relaxed);
     VERBOSE.store(o.verbose, Ordering::Relaxed);
     CUDA.store(o.cuda, Ordering::Relaxed);
+    CUDA_MAX_CACHED.store(o.cuda_max_cached, Ordering::Relaxed);
+    CUDA_IDLE_MS.store(o.cuda_idle_ms, Ordering::Relaxed);
     crate::region::mode_changed(o.region);
 }
 
@@ -205,6 +233,22 @@ pub fn init_from_env() -> Options {
         &mut o.verbose,
     );
     bool_opt(c"RESIZEALLOC_CUDA", b"RESIZEALLOC_CUDA", &mut o.cuda);
+    if let Some(v) = env(c"RESIZEALLOC_CUDA_MAX_CACHED") {
+        if eq_ignore_case(v, b"unlimited") {
+            o.cuda_max_cached = usize::MAX;
+        } else {
+            match parse_size(v) {
+                Some(n) => o.cuda_max_cached = n,
+                None => warn(b"RESIZEALLOC_CUDA_MAX_CACHED", v, b"unlimited"),
+            }
+        }
+    }
+    if let Some(v) = env(c"RESIZEALLOC_CUDA_IDLE_MS") {
+        match parse_size(v) {
+            Some(n) => o.cuda_idle_ms = n,
+            None => warn(b"RESIZEALLOC_CUDA_IDLE_MS", v, b"5000"),
+        }
+    }
     set(o);
     get()
 }

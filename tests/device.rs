@@ -3,7 +3,7 @@
 
 use resizealloc::device::mock::{HostBackend, MockError};
 use resizealloc::device::pool::{DevicePool, PoolError, GRANULE, MIN_SEGMENT};
-use resizealloc::device::DevPtr;
+use resizealloc::device::{Capture, DevPtr};
 use std::sync::atomic::Ordering::Relaxed;
 
 const MIB: usize = 1 << 20;
@@ -244,13 +244,24 @@ mod model {
 
     #[derive(Clone, Debug)]
     enum Op {
-        Alloc { size: usize, stream: u64 },
+        Alloc {
+            size: usize,
+            stream: u64,
+        },
         Free(usize),
         FreeAsync(usize),
         Sync,
         Begin,
         End,
         Trim,
+        /// Freed on a stream of another context (1 or 2).
+        FreeForeign(usize, u64),
+        /// That context synchronised.
+        DomainSync(u64),
+        /// A capture begins or ends (0 none, 1 relaxed, 2 global).
+        Capture(u8),
+        /// A cap on cached bytes (0: none).
+        Cap(usize),
     }
 
     fn op() -> impl Strategy<Value = Op> {
@@ -262,6 +273,10 @@ mod model {
             1 => Just(Op::Begin),
             1 => Just(Op::End),
             1 => Just(Op::Trim),
+            2 => (any::<usize>(), 1u64..3).prop_map(|(i, d)| Op::FreeForeign(i, d)),
+            1 => (1u64..3).prop_map(Op::DomainSync),
+            1 => (0u8..3).prop_map(Op::Capture),
+            1 => (0usize..4).prop_map(|m| Op::Cap(m * MIB)),
         ]
     }
 
@@ -279,25 +294,50 @@ mod model {
             let mut p = pool(256 * MIB);
             let mut live: Vec<Live> = Vec::new();
             // Blocks freed since the last sync the pool knows of, with the stream that may reuse
-            // them early (None: synchronous free).
-            let mut unsynced: Vec<(DevPtr, usize, Option<u64>)> = Vec::new();
+            // them early (None: synchronous free), and the other context whose sync they wait
+            // for (0: the pool's own).
+            let mut unsynced: Vec<(DevPtr, usize, Option<u64>, u64)> = Vec::new();
             let mut fill = 0u8;
             for op in ops {
                 match op {
                     Op::Alloc { size, stream } => {
                         let syncs_before = p.backend().syncs;
-                        let ptr = p.alloc(size, stream).unwrap();
+                        let ptr = match p.alloc(size, stream) {
+                            Ok(ptr) => ptr,
+                            Err(PoolError::Capturing) if p.backend().capture == Capture::Global => continue,
+                            Err(e) => return Err(TestCaseError::fail(format!("alloc: {e:?}"))),
+                        };
                         if p.backend().syncs != syncs_before {
-                            unsynced.clear(); // the pool synchronised: everything is reusable
+                            // The pool synchronised itself, and the other contexts it waits for.
+                            unsynced.clear();
                         }
-                        let end = ptr + size as DevPtr;
+                        // The pool's block is the request rounded up to its granule.
+                        let end = ptr + size.next_multiple_of(GRANULE) as DevPtr;
                         for l in &live {
-                            prop_assert!(end <= l.ptr || ptr >= l.ptr + l.size as DevPtr, "overlaps a live block");
+                            let l_end = l.ptr + l.size.next_multiple_of(GRANULE) as DevPtr;
+                            prop_assert!(end <= l.ptr || ptr >= l_end, "overlaps a live block");
                         }
-                        for &(q, n, s) in &unsynced {
+                        for &(q, n, s, _) in &unsynced {
                             let overlaps = !(end <= q || ptr >= q + n as DevPtr);
                             prop_assert!(!overlaps || s == Some(stream), "reused memory freed after the last sync");
                         }
+                        // Same-stream reuse: the reused part is the new block's now; what is left
+                        // of the old free still waits.
+                        let mut rest = Vec::new();
+                        unsynced.retain(|&(q, n, s, d)| {
+                            let qend = q + n as DevPtr;
+                            if end <= q || ptr >= qend {
+                                return true;
+                            }
+                            if q < ptr {
+                                rest.push((q, (ptr - q) as usize, s, d));
+                            }
+                            if end < qend {
+                                rest.push((end, (qend - end) as usize, s, d));
+                            }
+                            false
+                        });
+                        unsynced.extend(rest);
                         fill = fill.wrapping_add(1);
                         write(ptr, size, fill);
                         live.push(Live { ptr, size, stream, fill });
@@ -306,29 +346,47 @@ mod model {
                         let l = live.swap_remove(i % live.len());
                         prop_assert!(read_all(l.ptr, l.size, l.fill), "contents changed");
                         p.free(l.ptr).unwrap();
-                        unsynced.push((l.ptr, l.size, None));
+                        unsynced.push((l.ptr, l.size.next_multiple_of(GRANULE), None, 0));
                     }
                     Op::FreeAsync(i) if !live.is_empty() => {
                         let l = live.swap_remove(i % live.len());
                         prop_assert!(read_all(l.ptr, l.size, l.fill), "contents changed");
                         p.free_async(l.ptr, l.stream).unwrap();
-                        unsynced.push((l.ptr, l.size, Some(l.stream)));
+                        unsynced.push((l.ptr, l.size.next_multiple_of(GRANULE), Some(l.stream), 0));
+                    }
+                    Op::FreeForeign(i, d) if !live.is_empty() => {
+                        let l = live.swap_remove(i % live.len());
+                        prop_assert!(read_all(l.ptr, l.size, l.fill), "contents changed");
+                        p.free_async_foreign(l.ptr, d).unwrap();
+                        unsynced.push((l.ptr, l.size.next_multiple_of(GRANULE), None, d));
                     }
                     Op::Sync => {
                         p.on_synchronize();
-                        unsynced.clear();
+                        unsynced.retain(|u| u.3 != 0);
                     }
+                    Op::DomainSync(d) => {
+                        p.on_domain_synchronized(d, p.sync_mark());
+                        unsynced.retain(|u| u.3 != d);
+                    }
+                    Op::Capture(m) => {
+                        p.backend_mut().capture = [Capture::None, Capture::Relaxed, Capture::Global][m as usize];
+                    }
+                    Op::Cap(bytes) => p.set_max_cached(if bytes == 0 { usize::MAX } else { bytes }),
                     Op::Begin => p.region_begin(),
                     Op::End => p.region_end(),
                     Op::Trim => {
+                        let syncs_before = p.backend().syncs;
                         p.trim().unwrap();
-                        unsynced.clear();
+                        if p.backend().syncs != syncs_before {
+                            unsynced.clear();
+                        }
                     }
                     _ => {}
                 }
                 if let Err(e) = p.check_invariants() {
                     return Err(TestCaseError::fail(e));
                 }
+                prop_assert_eq!(p.backend().illegal_calls, 0, "a driver call the capture forbids");
             }
             for l in &live {
                 prop_assert!(read_all(l.ptr, l.size, l.fill));
@@ -345,6 +403,8 @@ fn the_cudarc_backend_reports_a_missing_driver_instead_of_panicking() {
         Err(CudaUnavailable::NoDriverLibrary) => {}
         // A driver without a usable GPU: cuInit's own error.
         Err(CudaUnavailable::InitFailed(e)) => assert_ne!(e as i32, 0),
+        // A driver and a GPU, but no context current on this thread.
+        Err(CudaUnavailable::NoContext) => {}
         // A real GPU: the pool must work on it.
         Ok(driver) => {
             let mut pool = CudaPool::new(driver);
@@ -461,4 +521,240 @@ fn a_pool_whose_memory_the_driver_already_freed_is_forgotten_without_frees() {
     drop(p);
     assert_eq!(counters.frees.load(Relaxed), 0, "nothing freed twice");
     assert_eq!(counters.leaked_at_drop.load(Relaxed), 1);
+}
+
+// ---------------------------------------------------------------------------- stream capture
+
+#[test]
+fn a_relaxed_capture_never_synchronises_and_grows_instead() {
+    let mut p = pool(64 * MIB);
+    let a = p.alloc(MIB, 0).unwrap();
+    let b = p.alloc(MIB, 0).unwrap(); // the first segment is full
+    p.free(a).unwrap();
+    p.free(b).unwrap();
+    p.backend_mut().capture = Capture::Relaxed;
+    // Without capture the pool would sync once and reuse `a`; during capture it must not.
+    let c = p.alloc(MIB, 0).unwrap();
+    assert_ne!(c, a);
+    assert_ne!(c, b);
+    assert_eq!(p.backend().syncs, 0, "no synchronisation during a capture");
+    assert_eq!(
+        p.backend().allocs,
+        2,
+        "a relaxed capture allows a new segment"
+    );
+    p.trim().unwrap();
+    assert_eq!(
+        p.backend().syncs,
+        0,
+        "trim does not sync during a capture either"
+    );
+    assert_eq!(p.backend().illegal_calls, 0);
+    p.backend_mut().capture = Capture::None;
+    p.free(c).unwrap();
+    p.trim().unwrap();
+    assert_eq!(
+        p.backend().syncs,
+        1,
+        "after the capture, frees in flight are synced as usual"
+    );
+    p.check_invariants().unwrap();
+}
+
+#[test]
+fn a_global_capture_makes_no_driver_call_and_refuses_what_needs_one() {
+    let mut p = pool(64 * MIB);
+    let a = p.alloc(MIB, 0).unwrap();
+    let b = p.alloc(MIB / 2, 0).unwrap();
+    p.free(a).unwrap();
+    p.on_synchronize();
+    p.backend_mut().capture = Capture::Global;
+    // What the pool holds still serves.
+    let c = p.alloc(MIB, 0).unwrap();
+    assert_eq!(
+        c, a,
+        "a block that is safe to reuse serves during a capture"
+    );
+    // What needs a sync or a segment is refused: the caller lets the driver answer.
+    p.free(c).unwrap();
+    assert_eq!(p.alloc(MIB, 0), Err(PoolError::Capturing));
+    assert_eq!(p.alloc(8 * MIB, 0), Err(PoolError::Capturing));
+    assert_eq!(p.stats().capture_refusals, 2);
+    // A resize that retires segments keeps them until the capture is over.
+    p.region_begin();
+    let big = [p.alloc(MIB / 2, 0).unwrap()];
+    p.free(big[0]).unwrap();
+    p.free(b).unwrap();
+    p.on_synchronize(); // the program's own sync (outside the capture, say on another context)
+    p.release_cached();
+    p.region_end();
+    assert_eq!(
+        p.backend().illegal_calls,
+        0,
+        "no driver call during the global capture"
+    );
+    assert_eq!(p.backend().frees, 0);
+    p.backend_mut().capture = Capture::None;
+    p.trim().unwrap();
+    assert_eq!(
+        p.backend().outstanding(),
+        0,
+        "segments go back once the capture is over"
+    );
+    assert_eq!(p.stats().reserved, 0);
+    p.check_invariants().unwrap();
+}
+
+#[test]
+fn a_segment_emptied_during_a_global_capture_is_freed_after_it() {
+    let mut p = pool(64 * MIB);
+    p.region_begin();
+    let a = p.alloc(MIB, 0).unwrap();
+    let b = p.alloc(3 * MIB, 0).unwrap(); // overflow: a second segment
+    p.free(b).unwrap();
+    p.on_synchronize();
+    p.region_end(); // both segments retire; the second one is empty now
+    let frees = p.backend().frees;
+    p.backend_mut().capture = Capture::Global;
+    p.free(a).unwrap();
+    p.on_synchronize(); // the first segment empties during the capture
+    assert_eq!(
+        p.backend().frees,
+        frees,
+        "no cuMemFree during a global capture"
+    );
+    assert!(
+        p.stats().reserved > 0,
+        "a postponed segment still counts as reserved"
+    );
+    assert_eq!(p.backend().illegal_calls, 0);
+    p.backend_mut().capture = Capture::None;
+    p.release_cached();
+    assert_eq!(p.backend().outstanding(), 0);
+    p.check_invariants().unwrap();
+}
+
+// ------------------------------------------------------------------- contexts and locking
+
+#[test]
+fn a_block_freed_on_another_contexts_stream_waits_for_that_contexts_sync() {
+    let mut p = pool(64 * MIB);
+    let a = p.alloc(MIB, 0).unwrap();
+    let _fill = p.alloc(MIB, 0).unwrap();
+    p.free_async_foreign(a, 2).unwrap();
+    p.on_synchronize(); // the pool's own context: does not cover context 2's stream
+                        // (`synced`: the pool grows rather than syncing itself, which would cover context 2.)
+    let b = p.alloc_without_sync(MIB, 0, true).unwrap();
+    assert_ne!(a, b, "reused after a sync of the wrong context");
+    p.on_domain_synchronized(3, p.sync_mark()); // yet another context: no
+    let c = p.alloc_without_sync(MIB, 0, true).unwrap();
+    assert_ne!(a, c, "reused after a sync of an unrelated context");
+    p.on_domain_synchronized(2, p.sync_mark());
+    let d = p.alloc_without_sync(MIB, 0, true).unwrap();
+    assert_eq!(d, a, "reusable once its own context synchronised");
+    p.check_invariants().unwrap();
+}
+
+#[test]
+fn the_pools_own_sync_also_synchronises_the_foreign_contexts_it_waits_for() {
+    let mut p = pool(64 * MIB);
+    let a = p.alloc(MIB, 0).unwrap();
+    let _b = p.alloc(MIB, 0).unwrap();
+    p.free_async_foreign(a, 7).unwrap();
+    let c = p.alloc(MIB, 0).unwrap(); // would grow: the pool syncs first
+    assert_eq!(c, a);
+    assert_eq!(p.backend().domain_syncs, vec![7]);
+    p.check_invariants().unwrap();
+}
+
+#[test]
+fn alloc_without_sync_leaves_the_synchronisation_to_the_caller() {
+    let mut p = pool(64 * MIB);
+    let a = p.alloc(MIB, 0).unwrap();
+    let _b = p.alloc(MIB, 0).unwrap();
+    p.free(a).unwrap();
+    assert_eq!(
+        p.alloc_without_sync(MIB, 0, false),
+        Err(PoolError::NeedsSync)
+    );
+    assert_eq!(p.backend().syncs, 0);
+    let mark = p.sync_mark();
+    // (the caller drops its lock and synchronises here; another thread frees meanwhile)
+    p.own_sync_done(mark);
+    assert_eq!(p.alloc_without_sync(MIB, 0, true), Ok(a));
+    assert_eq!(p.stats().own_syncs, 1);
+    // `synced`: nothing pending that a sync would give back, so the pool grows.
+    let c = p.alloc_without_sync(MIB, 0, true).unwrap();
+    assert_eq!(p.backend().allocs, 2);
+    p.free(c).unwrap();
+    p.check_invariants().unwrap();
+}
+
+// ------------------------------------------------------------------------------- pressure
+
+#[test]
+fn cached_bytes_above_the_cap_go_back_at_a_synchronisation() {
+    let mut p = pool(256 * MIB);
+    p.set_max_cached(4 * MIB);
+    let blocks: Vec<DevPtr> = (0..6).map(|_| p.alloc(3 * MIB, 0).unwrap()).collect();
+    assert_eq!(p.backend().outstanding(), 6);
+    for &b in &blocks {
+        p.free(b).unwrap();
+    }
+    assert_eq!(
+        p.backend().outstanding(),
+        6,
+        "nothing goes back before a synchronisation"
+    );
+    p.on_synchronize();
+    let s = p.stats();
+    assert!(
+        s.reserved - s.in_use <= 4 * MIB as u64,
+        "cached {} > cap",
+        s.reserved - s.in_use
+    );
+    assert!(s.pressure_releases >= 5);
+    p.check_invariants().unwrap();
+}
+
+#[test]
+fn an_idle_pool_gives_its_cache_back() {
+    let mut p = pool(64 * MIB);
+    let a = p.alloc(MIB, 0).unwrap();
+    p.free(a).unwrap();
+    p.on_synchronize();
+    assert_eq!(
+        p.release_if_idle(1_000, 100),
+        0,
+        "first look: starts the clock"
+    );
+    assert_eq!(p.release_if_idle(1_050, 100), 0, "not idle long enough");
+    let b = p.alloc(MIB, 0).unwrap();
+    p.free(b).unwrap();
+    p.on_synchronize();
+    assert_eq!(
+        p.release_if_idle(1_150, 100),
+        0,
+        "an allocation restarts the clock"
+    );
+    assert_eq!(p.release_if_idle(1_300, 100), MIN_SEGMENT);
+    assert_eq!(p.backend().outstanding(), 0);
+    assert_eq!(p.stats().pressure_releases, 1);
+    p.check_invariants().unwrap();
+}
+
+// ------------------------------------------------------------------------------- identity
+
+#[test]
+fn every_handout_has_its_own_buffer_id() {
+    let mut p = pool(64 * MIB);
+    let mut seen = std::collections::HashSet::new();
+    for _ in 0..100 {
+        let a = p.alloc(4096, 0).unwrap();
+        let id = p.buffer_id(a + 100).unwrap();
+        assert!(seen.insert(id), "buffer id {id} handed out twice");
+        p.free(a).unwrap();
+        assert_eq!(p.buffer_id(a), None, "a freed block has no buffer id");
+        p.on_synchronize();
+    }
 }

@@ -12,6 +12,7 @@
 #define RESIZEALLOC_H
 
 #include <stddef.h>
+#include <sys/types.h> /* ssize_t */
 #include <stdint.h>
 
 #ifdef __cplusplus
@@ -85,9 +86,9 @@ int resize_stats_get(struct resize_stats *out, size_t out_size);
 /* Gives memory the calling thread's arena does not need back to the kernel. */
 void resize_trim(void);
 
-/* The device pools behind cudaMalloc/cuMemAlloc (one per CUDA context), summed. */
+/* The device pools behind cudaMalloc/cuMemAlloc (per CUDA context, sharded per thread), summed. */
 struct resize_cuda_stats {
-    uint64_t pools;            /* contexts with a pool */
+    uint64_t pools;            /* contexts with a pool (their shards count once) */
     uint64_t reserved;         /* bytes held from the driver */
     uint64_t in_use;           /* bytes in live blocks */
     uint64_t high_water;       /* sum of the pools' last region peaks */
@@ -96,6 +97,8 @@ struct resize_cuda_stats {
     uint64_t own_syncs;        /* synchronisations the pools did (one per batch of frees) */
     uint64_t observed_syncs;   /* synchronisations of the program the pools saw */
     uint64_t driver_allocs;    /* segments asked from the driver over the pools' life */
+    uint64_t pressure_releases; /* segments given back for pressure (cap, idle, another allocation's OOM) */
+    uint64_t capture_refusals; /* requests a stream capture sent to the driver (they needed a sync or a segment) */
 };
 
 /* Fills *out (at most out_size bytes; pass sizeof(struct resize_cuda_stats)).
@@ -105,6 +108,30 @@ int resize_cuda_stats_get(struct resize_cuda_stats *out, size_t out_size);
 /* Gives every cached device block back to the driver (after one synchronisation if frees are
  * in flight). Returns 0, or the first CUresult error. */
 int resize_cuda_trim(void);
+
+/* Plug-in allocators: the device pools for frameworks, without LD_PRELOAD (the library may be
+ * opened with dlopen or ctypes). Every call is pooled whatever the region state; during a
+ * stream capture the driver serves it; RESIZEALLOC_CUDA=off makes them plain driver calls.
+ * The block comes from the pool of the device's context (the current one if it is that
+ * device's, else its primary context). `stream` is a cudaStream_t / CUstream. */
+
+/* PyTorch torch.cuda.memory.CUDAPluggableAllocator(path, "resize_torch_alloc", "resize_torch_free").
+ * NULL on failure, for a negative size and for an unknown device. */
+void *resize_torch_alloc(ssize_t size, int device, void *stream);
+void resize_torch_free(void *ptr, ssize_t size, int device, void *stream);
+
+/* CuPy cupy.cuda.memory.CFunctionAllocator(0, malloc_address, free_address, None). Not
+ * stream-ordered: a freed block is reused after a synchronisation. NULL on failure. */
+void *resize_cupy_malloc(void *param, size_t size, int device);
+void resize_cupy_free(void *param, void *ptr, int device);
+
+/* cuda.core MemoryResource and Numba external memory manager: stream-ordered allocation.
+ * Return 0 or a CUDA error code: 1 (invalid value: NULL out, or a pointer that is not a live
+ * block), 2 (out of memory), 101 (invalid device), or the driver's own. Size 0 gives NULL;
+ * deallocating NULL does nothing. A block is reusable at once on the stream it was freed on,
+ * elsewhere after a synchronisation. */
+int resize_device_allocate(size_t size, int device, void *stream, void **out);
+int resize_device_deallocate(void *ptr, size_t size, int device, void *stream);
 
 /* "MAJOR.MINOR.PATCH" */
 const char *resize_version(void);

@@ -396,6 +396,99 @@ fn cuda_runtime_hooks_with_shared_and_static_cudart() {
     }
 }
 
+/// Builds `tests/c/cuda/<name>.c` against the fake driver and the fake shared cudart.
+fn cuda_program(name: &str) -> PathBuf {
+    let manifest = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let (shared, _) = cuda_runtime_programs(); // the fakes live next to it
+    let dir = shared.parent().unwrap().to_path_buf();
+    let exe = dir.join(name);
+    let status = Command::new("cc")
+        .args(["-O1", "-fno-builtin", "-Wall", "-pthread", "-o"])
+        .arg(&exe)
+        .arg(manifest.join(format!("tests/c/cuda/{name}.c")))
+        .arg(format!("-L{}", dir.display()))
+        .arg(format!("-Wl,-rpath,{}", dir.display()))
+        .args(["-lcudart", "-lcuda", "-ldl"])
+        .status()
+        .unwrap();
+    assert!(status.success(), "building {name}.c");
+    exe
+}
+
+#[test]
+fn cuda_stream_capture_goes_to_the_driver_and_the_pools_never_sync_or_allocate_during_it() {
+    let exe = cuda_program("capture");
+    let out = preloaded(Command::new(&exe), &[]);
+    assert_ok(&out, "capture.c");
+}
+
+#[test]
+fn cuda_cross_context_frees_ipc_handles_and_buffer_ids() {
+    let exe = cuda_program("sharing");
+    let out = preloaded(Command::new(&exe), &[]);
+    assert_ok(&out, "sharing.c");
+}
+
+#[test]
+fn cuda_pools_give_memory_back_under_pressure_when_idle_and_above_the_cap() {
+    let exe = cuda_program("pressure");
+    let capacity = ("FAKE_CUDA_CAPACITY", "67108864");
+    let mut cmd = Command::new(&exe);
+    cmd.arg("oom");
+    assert_ok(&preloaded(cmd, &[capacity]), "pressure.c oom");
+    let mut cmd = Command::new(&exe);
+    cmd.arg("idle");
+    let out = preloaded(cmd, &[capacity, ("RESIZEALLOC_CUDA_IDLE_MS", "50")]);
+    assert_ok(&out, "pressure.c idle");
+    let mut cmd = Command::new(&exe);
+    cmd.arg("cap");
+    let out = preloaded(cmd, &[capacity, ("RESIZEALLOC_CUDA_MAX_CACHED", "4M")]);
+    assert_ok(&out, "pressure.c cap");
+}
+
+#[test]
+fn cuda_hooks_under_four_threads_lose_and_double_no_block() {
+    let exe = cuda_program("stress");
+    for mode in ["process", "off"] {
+        let env: &[(&str, &str)] = if mode == "off" {
+            &[
+                ("RESIZEALLOC_REGION", "process"),
+                ("RESIZEALLOC_CUDA", "off"),
+            ]
+        } else {
+            &[("RESIZEALLOC_REGION", "process")]
+        };
+        let out = preloaded(Command::new(&exe), env);
+        assert_ok(&out, &format!("stress.c ({mode})"));
+    }
+}
+
+#[test]
+fn cuda_plug_in_entry_points_without_preload() {
+    let manifest = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let (shared, _) = cuda_runtime_programs(); // the fake driver lives next to it
+    let dir = shared.parent().unwrap().to_path_buf();
+    let exe = dir.join("plugins");
+    // Linked with neither the library nor the driver: the library opens the driver itself.
+    let status = Command::new("cc")
+        .args(["-O1", "-Wall", "-pthread", "-o"])
+        .arg(&exe)
+        .arg(manifest.join("tests/c/cuda/plugins.c"))
+        .arg("-ldl")
+        .status()
+        .unwrap();
+    assert!(status.success(), "building plugins.c");
+    for off in [false, true] {
+        let mut cmd = Command::new(&exe);
+        cmd.arg(library()).env("LD_LIBRARY_PATH", &dir);
+        if off {
+            cmd.arg("off").env("RESIZEALLOC_CUDA", "off");
+        }
+        let out = cmd.output().unwrap();
+        assert_ok(&out, &format!("plugins.c{}", if off { " off" } else { "" }));
+    }
+}
+
 /// The cudarc backend of the core crate against the fake driver: the test binary runs itself
 /// with the fake `libcuda.so` on `LD_LIBRARY_PATH`, where cudarc's loader finds it.
 #[test]
@@ -417,6 +510,56 @@ fn cudarc_backend_pools_against_the_fake_driver() {
         );
         pool.trim().unwrap();
         assert_eq!(pool.stats().reserved, 0);
+        // The pool binds the context current at its creation: moved to a thread where another
+        // context is current, it allocates, frees and syncs in its own (the fake refuses
+        // calls without a context, and records each block's context).
+        type CtxFn = unsafe extern "C" fn(i32) -> *mut libc::c_void;
+        type BlockCtxFn = unsafe extern "C" fn(u64) -> *mut libc::c_void;
+        type SetFn = unsafe extern "C" fn(*mut libc::c_void) -> i32;
+        // SAFETY: the fake driver cudarc loaded; its test-only functions have these signatures.
+        let (context, block_ctx, set_current) = unsafe {
+            let h = libc::dlopen(c"libcuda.so.1".as_ptr(), libc::RTLD_NOW | libc::RTLD_NOLOAD);
+            assert!(!h.is_null(), "the fake libcuda is loaded");
+            (
+                std::mem::transmute::<*mut libc::c_void, CtxFn>(libc::dlsym(
+                    h,
+                    c"fake_cuda_context".as_ptr(),
+                )),
+                std::mem::transmute::<*mut libc::c_void, BlockCtxFn>(libc::dlsym(
+                    h,
+                    c"fake_cuda_block_ctx".as_ptr(),
+                )),
+                std::mem::transmute::<*mut libc::c_void, SetFn>(libc::dlsym(
+                    h,
+                    c"cuCtxSetCurrent".as_ptr(),
+                )),
+            )
+        };
+        // SAFETY: test-only calls into the fake driver.
+        let own = unsafe { context(0) } as usize;
+        let pool = std::thread::spawn(move || {
+            let mut pool = pool;
+            // SAFETY: as above.
+            let other = unsafe { context(1) };
+            for current in [std::ptr::null_mut(), other] {
+                // SAFETY: as above.
+                unsafe { set_current(current) };
+                let p = pool.alloc(3 << 20, 0).expect("alloc on another thread");
+                // SAFETY: as above.
+                assert_eq!(
+                    unsafe { block_ctx(p) } as usize,
+                    own,
+                    "segment in the pool's context"
+                );
+                pool.free(p).unwrap();
+                pool.trim().expect("sync and free in the pool's context");
+                assert_eq!(pool.stats().reserved, 0);
+            }
+            pool
+        })
+        .join()
+        .unwrap();
+        assert!(pool.stats().own_syncs >= 2);
         println!("all ok");
         return;
     }

@@ -10,7 +10,7 @@ use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
-use super::{Backend, DevPtr};
+use super::{Backend, Capture, DevPtr};
 
 /// Errors with the driver's numbering (`CUresult`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -54,6 +54,14 @@ pub struct HostBackend {
     pub frees: u64,
     /// Number of `synchronize` calls.
     pub syncs: u64,
+    /// The capture state the backend reports (tests set it).
+    pub capture: Capture,
+    /// Calls a real driver would have refused during the capture in force, and which would
+    /// have invalidated it: a synchronisation during any capture, an allocation or free during
+    /// a global one. Counted, and carried out anyway.
+    pub illegal_calls: u64,
+    /// The domains passed to `synchronize_domain`, in order.
+    pub domain_syncs: Vec<u64>,
     blocks: BTreeMap<DevPtr, usize>,
     shared: Arc<MockCounters>,
 }
@@ -69,6 +77,9 @@ impl HostBackend {
             allocs: 0,
             frees: 0,
             syncs: 0,
+            capture: Capture::None,
+            illegal_calls: 0,
+            domain_syncs: Vec::new(),
             blocks: BTreeMap::new(),
             shared: Arc::default(),
         }
@@ -89,6 +100,9 @@ impl Backend for HostBackend {
     type Error = MockError;
 
     fn alloc(&mut self, bytes: usize) -> Result<DevPtr, MockError> {
+        if self.capture == Capture::Global {
+            self.illegal_calls += 1;
+        }
         if bytes == 0 {
             return Err(MockError::InvalidValue);
         }
@@ -109,6 +123,9 @@ impl Backend for HostBackend {
     }
 
     fn free(&mut self, ptr: DevPtr) -> Result<(), MockError> {
+        if self.capture == Capture::Global {
+            self.illegal_calls += 1;
+        }
         let bytes = self.blocks.remove(&ptr).ok_or(MockError::InvalidValue)?;
         // SAFETY: `ptr` came from `alloc` with this size and alignment and is freed once.
         unsafe {
@@ -124,7 +141,22 @@ impl Backend for HostBackend {
     }
 
     fn synchronize(&mut self) -> Result<(), MockError> {
+        if self.capture != Capture::None {
+            self.illegal_calls += 1;
+        }
         self.syncs += 1;
+        Ok(())
+    }
+
+    fn capture(&mut self) -> Capture {
+        self.capture
+    }
+
+    fn synchronize_domain(&mut self, domain: u64) -> Result<(), MockError> {
+        if self.capture != Capture::None {
+            self.illegal_calls += 1;
+        }
+        self.domain_syncs.push(domain);
         Ok(())
     }
 

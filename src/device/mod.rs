@@ -34,6 +34,23 @@ pub type DevPtr = u64;
 /// A CUDA stream handle as the program sees it (0 is the legacy default stream).
 pub type StreamId = u64;
 
+/// Stream capture in the pool's context, as far as the backend knows (CUDA graphs): while a
+/// capture is active the pool must not synchronise (it would sync the capturing stream, which
+/// invalidates the capture), and in global mode it must not call the driver's allocation and
+/// free functions either (they are "potentially unsafe" calls, which invalidate a global-mode
+/// capture from any thread).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Capture {
+    /// No capture: anything goes.
+    #[default]
+    None,
+    /// Only relaxed-mode captures: no synchronisation, but `cuMemAlloc`/`cuMemFree` are legal.
+    Relaxed,
+    /// A global or thread-local capture (or one whose mode is unknown): no synchronisation and
+    /// no driver allocation or free.
+    Global,
+}
+
 /// What the pool needs from a driver.
 pub trait Backend {
     /// The driver's error value, returned unchanged to the program.
@@ -50,4 +67,20 @@ pub trait Backend {
 
     /// True when `e` means "out of memory" (the pool then trims and retries).
     fn is_out_of_memory(&self, e: &Self::Error) -> bool;
+
+    /// Whether a stream capture is active in the pool's context now (see [`Capture`]). The pool
+    /// asks before each of its own synchronisations, segment allocations and segment frees,
+    /// never on its fast paths. Backends that cannot know answer `Capture::None`.
+    fn capture(&mut self) -> Capture {
+        Capture::None
+    }
+
+    /// Waits until the work of another context (`domain`, as passed to
+    /// [`pool::DevicePool::free_async_foreign`]) is done: blocks of this pool freed on that
+    /// context's streams become reusable. Backends with one context answer with their own
+    /// synchronisation.
+    fn synchronize_domain(&mut self, domain: u64) -> Result<(), Self::Error> {
+        let _ = domain;
+        self.synchronize()
+    }
 }

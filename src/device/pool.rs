@@ -21,11 +21,21 @@
 //!   number of exactly those blocks.
 //! * `Segment::busy` counts the blocks of the segment that are not `Free`.
 //! * `in_use` is the sum of the sizes in `live`.
+//! * `foreign` holds blocks freed on another context's streams (`Used`, outside `live`,
+//!   `deferred` and `ready`), in free order per pool; they come back only after a
+//!   synchronisation of that context.
+//! * Every handed-out block has a buffer id no other handout of this pool had (`next_id`).
+//!
+//! # Stream capture
+//! The backend says whether a CUDA graph capture is active ([`Capture`]). While one is, the
+//! pool never synchronises; in global mode it never asks the driver for a segment nor frees
+//! one either (segments that become free wait in `postponed`), and a request it cannot serve
+//! from what it holds fails with [`PoolError::Capturing`] (the hooks then let the driver answer).
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::hash::{BuildHasherDefault, Hasher};
 
-use super::{Backend, DevPtr, StreamId};
+use super::{Backend, Capture, DevPtr, StreamId};
 
 /// Allocation unit: every block size is a multiple of it (CuPy uses the same).
 pub const GRANULE: usize = 512;
@@ -45,6 +55,13 @@ pub enum PoolError<E> {
     InvalidPointer,
     /// The driver's own error (out of memory after trimming, or anything else).
     Backend(E),
+    /// The request needs a synchronisation or a new segment, and a stream capture is active in
+    /// the context (see the module docs): the caller lets the driver answer instead.
+    Capturing,
+    /// Only from [`DevicePool::alloc_without_sync`]: the request needs the pool's own
+    /// synchronisation first. The caller takes [`DevicePool::sync_mark`], synchronises without
+    /// holding the pool, calls [`DevicePool::own_sync_done`] and asks again with `synced` set.
+    NeedsSync,
 }
 
 /// The pool's figures (`repr(C)`: the preload's C API embeds it).
@@ -67,6 +84,11 @@ pub struct PoolStats {
     pub observed_syncs: u64,
     /// Segments asked from the driver over the pool's life.
     pub driver_allocs: u64,
+    /// Segments handed back to the driver by the pressure rules (cap on cached bytes, idle
+    /// time, another allocation's out-of-memory).
+    pub pressure_releases: u64,
+    /// Requests refused because a stream capture was active (the driver served them).
+    pub capture_refusals: u64,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -106,6 +128,13 @@ impl Hasher for AddrHasher {
 }
 
 type AddrMap<V> = HashMap<u64, V, BuildHasherDefault<AddrHasher>>;
+
+/// A handed-out block: its size and its buffer id.
+#[derive(Clone, Copy, Debug)]
+struct Live {
+    size: usize,
+    id: u64,
+}
 type SizeMap<V> = HashMap<usize, V, BuildHasherDefault<AddrHasher>>;
 
 #[derive(Clone, Copy, Debug)]
@@ -131,8 +160,8 @@ pub struct DevicePool<B: Backend> {
     blocks: BTreeMap<DevPtr, Block>,
     free_index: BTreeSet<(usize, DevPtr)>,
     stream_free: BTreeSet<(StreamId, usize, DevPtr)>,
-    /// Blocks handed out, with their sizes.
-    live: AddrMap<usize>,
+    /// Blocks handed out, with their sizes and buffer ids.
+    live: AddrMap<Live>,
     /// Synchronously freed blocks (free sequence number, start, size), waiting for a
     /// synchronisation that started after their free.
     deferred: Vec<(u64, DevPtr, usize)>,
@@ -142,13 +171,34 @@ pub struct DevicePool<B: Backend> {
     /// When each async-freed block was freed (a sequence number), so that a synchronisation
     /// reclaims only what was freed before it started.
     freed_at: BTreeMap<DevPtr, u64>,
+    /// Blocks freed on another context's streams: (free sequence number, start, size, domain).
+    foreign: Vec<(u64, DevPtr, usize, u64)>,
+    /// Segments taken out of the pool during a global-mode capture, to be freed after it.
+    postponed: Vec<(DevPtr, usize)>,
     free_seq: u64,
+    /// Buffer id of the next handout (also counts handouts).
+    next_id: u64,
+    /// Handouts counted at the last idle check, and when that count last changed.
+    idle_mark: (u64, u64),
+    /// Most bytes the pool keeps cached (reserved but not in use) after a synchronisation.
+    max_cached: usize,
     in_use: usize,
     region_depth: u32,
     region_peak: usize,
     /// Size of the one segment the next growth should ask for (set by a resize).
     planned_segment: usize,
     stats: PoolStats,
+}
+
+/// Whether the pool may synchronise itself inside an allocation.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum SyncPolicy {
+    /// Yes (a pool with one owner).
+    Inline,
+    /// No: answer `NeedsSync` and let the caller synchronise without holding the pool.
+    Defer,
+    /// No: the caller just synchronised; grow if nothing fits.
+    Done,
 }
 
 const fn round_up(n: usize, to: usize) -> Option<usize> {
@@ -172,7 +222,12 @@ impl<B: Backend> DevicePool<B> {
             ready: SizeMap::default(),
             ready_blocks: 0,
             freed_at: BTreeMap::new(),
+            foreign: Vec::new(),
+            postponed: Vec::new(),
             free_seq: 0,
+            next_id: 1,
+            idle_mark: (0, 0),
+            max_cached: usize::MAX,
             in_use: 0,
             region_depth: 0,
             region_peak: 0,
@@ -186,10 +241,16 @@ impl<B: Backend> DevicePool<B> {
         &self.backend
     }
 
+    /// The backend, mutably (tests change the mock's state; the hooks reach their driver).
+    pub fn backend_mut(&mut self) -> &mut B {
+        &mut self.backend
+    }
+
     /// The pool's figures.
     pub fn stats(&self) -> PoolStats {
         let mut s = self.stats;
-        s.reserved = self.segments.values().map(|g| g.size as u64).sum();
+        s.reserved = self.segments.values().map(|g| g.size as u64).sum::<u64>()
+            + self.postponed.iter().map(|&(_, n)| n as u64).sum::<u64>();
         s.in_use = self.in_use as u64;
         s.segments = self.segments.len() as u64;
         s
@@ -197,8 +258,37 @@ impl<B: Backend> DevicePool<B> {
 
     // ------------------------------------------------------------------ allocation
 
-    /// Allocates `size` bytes for use on `stream`.
+    /// Allocates `size` bytes for use on `stream`. When frees are in flight and nothing else
+    /// fits, the pool synchronises itself (once for the whole batch) before it grows.
     pub fn alloc(&mut self, size: usize, stream: StreamId) -> Result<DevPtr, PoolError<B::Error>> {
+        self.alloc_with(size, stream, SyncPolicy::Inline)
+    }
+
+    /// As [`DevicePool::alloc`], but the pool never synchronises itself: where it would, it
+    /// answers [`PoolError::NeedsSync`] (unless `synced`: the caller synchronised since the
+    /// last such answer, and the pool grows instead). For callers that share the pool behind a
+    /// lock and must not hold it across a synchronisation.
+    pub fn alloc_without_sync(
+        &mut self,
+        size: usize,
+        stream: StreamId,
+        synced: bool,
+    ) -> Result<DevPtr, PoolError<B::Error>> {
+        let policy = if synced {
+            SyncPolicy::Done
+        } else {
+            SyncPolicy::Defer
+        };
+        self.alloc_with(size, stream, policy)
+    }
+
+    #[inline]
+    fn alloc_with(
+        &mut self,
+        size: usize,
+        stream: StreamId,
+        policy: SyncPolicy,
+    ) -> Result<DevPtr, PoolError<B::Error>> {
         if size == 0 {
             return Err(PoolError::ZeroSize);
         }
@@ -208,7 +298,7 @@ impl<B: Backend> DevicePool<B> {
         if let Some(p) = self.take_ready(need) {
             return Ok(p);
         }
-        self.alloc_slow(need, stream)
+        self.alloc_slow(need, stream, policy)
     }
 
     /// A freed block of exactly `need` bytes that is safe for anyone.
@@ -216,15 +306,21 @@ impl<B: Backend> DevicePool<B> {
     fn take_ready(&mut self, need: usize) -> Option<DevPtr> {
         let p = self.ready.get_mut(&need)?.pop()?;
         self.ready_blocks -= 1;
-        self.live.insert(p, need);
-        self.note_use(need);
+        self.hand_out(p, need);
         Some(p)
     }
 
     /// Everything the reuse cache cannot serve: same-stream blocks, best fit, the cache merged
-    /// back, one sync for the whole batch of frees, and only then a new segment.
+    /// back, one sync for the whole batch of frees (never during a capture), and only then a
+    /// new segment (never during a global-mode capture).
     #[inline(never)]
-    fn alloc_slow(&mut self, need: usize, stream: StreamId) -> Result<DevPtr, PoolError<B::Error>> {
+    #[cold]
+    fn alloc_slow(
+        &mut self,
+        need: usize,
+        stream: StreamId,
+        policy: SyncPolicy,
+    ) -> Result<DevPtr, PoolError<B::Error>> {
         if let Some(p) = self.take_from_stream(need, stream) {
             return Ok(p);
         }
@@ -237,20 +333,40 @@ impl<B: Backend> DevicePool<B> {
                 return Ok(p);
             }
         }
-        // Blocks freed since the last sync may be enough: one sync for the whole batch.
-        if self.sync_for_frees()? {
-            if let Some(p) = self.take_ready(need) {
-                return Ok(p);
+        let capture = self.backend.capture();
+        if capture == Capture::None {
+            self.release_postponed();
+            // Blocks freed since the last sync may be enough: one sync for the whole batch.
+            if self.has_pending_frees() {
+                match policy {
+                    SyncPolicy::Inline => {
+                        if self.sync_for_frees()? {
+                            if let Some(p) = self.take_ready(need) {
+                                return Ok(p);
+                            }
+                            self.flush_ready();
+                            if let Some(p) = self.take_free(need) {
+                                return Ok(p);
+                            }
+                        }
+                    }
+                    SyncPolicy::Defer => return Err(PoolError::NeedsSync),
+                    SyncPolicy::Done => {}
+                }
             }
-            self.flush_ready();
-            if let Some(p) = self.take_free(need) {
-                return Ok(p);
-            }
+        } else if capture == Capture::Global {
+            self.stats.capture_refusals += 1;
+            return Err(PoolError::Capturing);
         }
-        self.grow(need)?;
+        self.grow(need, policy)?;
         Ok(self
             .take_free(need)
             .expect("a fresh segment fits the request"))
+    }
+
+    /// True when blocks were freed and wait for a synchronisation.
+    pub fn has_pending_frees(&self) -> bool {
+        !self.deferred.is_empty() || !self.stream_free.is_empty() || !self.foreign.is_empty()
     }
 
     /// Best fit among blocks freed asynchronously on `stream` itself.
@@ -288,8 +404,7 @@ impl<B: Backend> DevicePool<B> {
         let b = self.blocks.get_mut(&ptr).expect("block");
         b.state = State::Used;
         let size = b.size;
-        self.live.insert(ptr, size);
-        self.note_use(size);
+        self.hand_out(ptr, size);
         Some(ptr)
     }
 
@@ -322,11 +437,25 @@ impl<B: Backend> DevicePool<B> {
             .get_mut(&seg)
             .expect("segment of a block")
             .busy += 1;
-        self.live.insert(ptr, need);
-        self.note_use(need);
+        self.hand_out(ptr, need);
         Some(ptr)
     }
 
+    /// Records a handout: live with a fresh buffer id, counted in use.
+    #[inline]
+    fn hand_out(&mut self, ptr: DevPtr, size: usize) {
+        self.live.insert(
+            ptr,
+            Live {
+                size,
+                id: self.next_id,
+            },
+        );
+        self.next_id += 1;
+        self.note_use(size);
+    }
+
+    #[inline]
     fn note_use(&mut self, size: usize) {
         self.in_use += size;
         if self.in_use > self.region_peak {
@@ -337,7 +466,7 @@ impl<B: Backend> DevicePool<B> {
     /// Adds a segment that fits `need`: the planned size when a resize asked for one, else at
     /// least `MIN_SEGMENT`. Out of memory: hand back empty segments and retry with exactly
     /// `need`; only then fail with the driver's error.
-    fn grow(&mut self, need: usize) -> Result<(), PoolError<B::Error>> {
+    fn grow(&mut self, need: usize, policy: SyncPolicy) -> Result<(), PoolError<B::Error>> {
         let planned = std::mem::take(&mut self.planned_segment);
         let size = round_up(need.max(planned).max(MIN_SEGMENT), MIN_SEGMENT).unwrap_or(need);
         if self.region_depth > 0 && planned == 0 && !self.segments.is_empty() {
@@ -346,7 +475,10 @@ impl<B: Backend> DevicePool<B> {
         let base = match self.backend.alloc(size) {
             Ok(base) => base,
             Err(e) if self.backend.is_out_of_memory(&e) => {
-                self.trim()?;
+                if policy == SyncPolicy::Inline {
+                    self.sync_for_frees()?;
+                }
+                self.release_cached();
                 match self.backend.alloc(need) {
                     Ok(base) => {
                         self.add_segment(base, need);
@@ -398,7 +530,11 @@ impl<B: Backend> DevicePool<B> {
     /// Frees `ptr` with synchronous semantics (`cudaFree`, `cuMemFree`): reusable after the next
     /// synchronisation.
     pub fn free(&mut self, ptr: DevPtr) -> Result<(), PoolError<B::Error>> {
-        let size = self.live.remove(&ptr).ok_or(PoolError::InvalidPointer)?;
+        let size = self
+            .live
+            .remove(&ptr)
+            .ok_or(PoolError::InvalidPointer)?
+            .size;
         self.free_seq += 1;
         self.deferred.push((self.free_seq, ptr, size));
         self.in_use -= size;
@@ -407,7 +543,11 @@ impl<B: Backend> DevicePool<B> {
 
     /// Frees `ptr` with stream-ordered semantics (`cudaFreeAsync(ptr, stream)`).
     pub fn free_async(&mut self, ptr: DevPtr, stream: StreamId) -> Result<(), PoolError<B::Error>> {
-        let size = self.live.remove(&ptr).ok_or(PoolError::InvalidPointer)?;
+        let size = self
+            .live
+            .remove(&ptr)
+            .ok_or(PoolError::InvalidPointer)?
+            .size;
         self.blocks.get_mut(&ptr).expect("a live block").state = State::AsyncFree(stream);
         self.stream_free.insert((stream, size, ptr));
         self.free_seq += 1;
@@ -455,20 +595,93 @@ impl<B: Backend> DevicePool<B> {
         self.reclaim_until(mark);
     }
 
-    /// The pool's own synchronisation, when frees are in flight: afterwards every freed block
-    /// is reusable. Returns whether it synced.
+    /// The pool's own synchronisation, when frees are in flight and no capture is active:
+    /// afterwards every freed block is reusable (blocks freed on other contexts' streams after
+    /// a synchronisation of those contexts too). Returns whether it synced.
     fn sync_for_frees(&mut self) -> Result<bool, PoolError<B::Error>> {
-        if self.deferred.is_empty() && self.stream_free.is_empty() {
+        if !self.has_pending_frees() || self.backend.capture() != Capture::None {
             return Ok(false);
         }
         self.backend.synchronize().map_err(PoolError::Backend)?;
         self.stats.own_syncs += 1;
-        self.reclaim();
+        for domain in self.foreign_domains() {
+            if self.backend.synchronize_domain(domain).is_ok() {
+                self.reclaim_foreign(domain, self.free_seq);
+            }
+        }
+        self.reclaim_until(self.free_seq);
         Ok(true)
     }
 
-    fn reclaim(&mut self) {
-        self.reclaim_until(self.free_seq);
+    /// The caller synchronised the pool's context on the pool's behalf (after
+    /// [`PoolError::NeedsSync`]), starting at `mark` from [`DevicePool::sync_mark`].
+    pub fn own_sync_done(&mut self, mark: u64) {
+        self.stats.own_syncs += 1;
+        self.reclaim_until(mark);
+    }
+
+    /// Frees `ptr` on a stream of another context, `domain` (any number that names that
+    /// context): the block is reusable only after a synchronisation of that context
+    /// ([`DevicePool::on_domain_synchronized`], or the pool's own, which synchronises it through
+    /// [`Backend::synchronize_domain`]). A sync of the pool's own context does not cover it.
+    pub fn free_async_foreign(
+        &mut self,
+        ptr: DevPtr,
+        domain: u64,
+    ) -> Result<(), PoolError<B::Error>> {
+        let size = self
+            .live
+            .remove(&ptr)
+            .ok_or(PoolError::InvalidPointer)?
+            .size;
+        self.free_seq += 1;
+        self.foreign.push((self.free_seq, ptr, size, domain));
+        self.in_use -= size;
+        Ok(())
+    }
+
+    /// The contexts whose synchronisation would give blocks back (from
+    /// [`DevicePool::free_async_foreign`]), without repeats.
+    pub fn foreign_domains(&self) -> Vec<u64> {
+        let mut d: Vec<u64> = self.foreign.iter().map(|f| f.3).collect();
+        d.sort_unstable();
+        d.dedup();
+        d
+    }
+
+    /// A synchronisation of context `domain`, which started at `mark` (this pool's
+    /// [`DevicePool::sync_mark`]), finished: blocks freed on its streams before it started are
+    /// reusable.
+    pub fn on_domain_synchronized(&mut self, domain: u64, mark: u64) {
+        self.reclaim_foreign(domain, mark);
+    }
+
+    fn reclaim_foreign(&mut self, domain: u64, mark: u64) {
+        if self.foreign.is_empty() {
+            return;
+        }
+        let mut done = Vec::new();
+        self.foreign.retain(|&(seq, ptr, size, d)| {
+            let covered = d == domain && seq <= mark;
+            if covered {
+                done.push((ptr, size));
+            }
+            !covered
+        });
+        for (ptr, size) in done {
+            self.cache_freed(ptr, size);
+        }
+    }
+
+    /// A freed block whose free a synchronisation covered: into the reuse cache, or merged
+    /// straight back when its segment is retiring.
+    fn cache_freed(&mut self, ptr: DevPtr, size: usize) {
+        if self.segment_retiring(ptr) {
+            self.make_free(ptr);
+        } else {
+            self.ready.entry(size).or_default().push(ptr);
+            self.ready_blocks += 1;
+        }
     }
 
     fn reclaim_until(&mut self, mark: u64) {
@@ -476,12 +689,7 @@ impl<B: Backend> DevicePool<B> {
         let covered = self.deferred.partition_point(|&(seq, _, _)| seq <= mark);
         let done: Vec<(u64, DevPtr, usize)> = self.deferred.drain(..covered).collect();
         for (_, ptr, size) in done {
-            if self.segment_retiring(ptr) {
-                self.make_free(ptr);
-            } else {
-                self.ready.entry(size).or_default().push(ptr);
-                self.ready_blocks += 1;
-            }
+            self.cache_freed(ptr, size);
         }
         // Async-freed blocks go back to the coalescing structure.
         let freed_at = &self.freed_at;
@@ -495,6 +703,93 @@ impl<B: Backend> DevicePool<B> {
             self.stream_free.remove(e);
             self.freed_at.remove(&e.2);
             self.make_free(e.2);
+        }
+        self.enforce_cap();
+    }
+
+    // ------------------------------------------------------------------ pressure
+
+    /// Caps the bytes the pool keeps cached (reserved, not in use): after each synchronisation,
+    /// empty segments go back to the driver, largest first, until the cached bytes are at most
+    /// `bytes` (the convention of the driver's `CU_MEMPOOL_ATTR_RELEASE_THRESHOLD`, which
+    /// trims at synchronisations; `usize::MAX`, the default, keeps everything).
+    pub fn set_max_cached(&mut self, bytes: usize) {
+        self.max_cached = bytes;
+    }
+
+    fn cached_bytes(&self) -> usize {
+        let reserved: usize = self.segments.values().map(|g| g.size).sum();
+        reserved.saturating_sub(self.in_use)
+    }
+
+    fn enforce_cap(&mut self) {
+        if self.max_cached == usize::MAX || self.cached_bytes() <= self.max_cached {
+            return;
+        }
+        if self.backend.capture() == Capture::Global {
+            return;
+        }
+        self.flush_ready();
+        let mut empty: Vec<(usize, DevPtr)> = self
+            .segments
+            .iter()
+            .filter(|(_, g)| g.busy == 0)
+            .map(|(&b, g)| (g.size, b))
+            .collect();
+        empty.sort_unstable_by(|a, b| b.cmp(a));
+        for (_, base) in empty {
+            if self.cached_bytes() <= self.max_cached {
+                break;
+            }
+            self.drop_segment(base);
+            self.stats.pressure_releases += 1;
+        }
+    }
+
+    /// Hands every empty segment back to the driver, without synchronising: what the pool
+    /// caches and no pending free holds. Returns the bytes released. For memory pressure (a
+    /// driver allocation elsewhere failed) and idle pools.
+    pub fn release_cached(&mut self) -> usize {
+        if self.backend.capture() == Capture::Global {
+            return 0;
+        }
+        self.release_postponed();
+        self.flush_ready();
+        let before: usize = self.segments.values().map(|g| g.size).sum();
+        self.release_empty(true);
+        let after: usize = self.segments.values().map(|g| g.size).sum();
+        before - after
+    }
+
+    /// Counts as a pressure release what [`DevicePool::release_cached`] did.
+    pub fn release_for_pressure(&mut self) -> usize {
+        let segments = self.segments.len();
+        let bytes = self.release_cached();
+        self.stats.pressure_releases += (segments - self.segments.len()) as u64;
+        bytes
+    }
+
+    /// Releases the cached segments of a pool that handed nothing out for `idle_ms`
+    /// milliseconds. `now_ms` is any monotonic clock in milliseconds; the pool notices idleness
+    /// only when asked (the hooks ask at synchronisations). Returns the bytes released.
+    pub fn release_if_idle(&mut self, now_ms: u64, idle_ms: u64) -> usize {
+        if self.idle_mark.0 != self.next_id {
+            self.idle_mark = (self.next_id, now_ms);
+            return 0;
+        }
+        if now_ms.saturating_sub(self.idle_mark.1) < idle_ms || self.cached_bytes() == 0 {
+            return 0;
+        }
+        self.release_for_pressure()
+    }
+
+    /// Frees the segments a global-mode capture kept from being freed.
+    fn release_postponed(&mut self) {
+        if self.postponed.is_empty() || self.backend.capture() == Capture::Global {
+            return;
+        }
+        for (base, _) in std::mem::take(&mut self.postponed) {
+            let _ = self.backend.free(base);
         }
     }
 
@@ -565,6 +860,11 @@ impl<B: Backend> DevicePool<B> {
             .expect("an empty segment is one free block");
         debug_assert_eq!(block.size, seg.size);
         self.free_index.remove(&(seg.size, base));
+        if self.backend.capture() == Capture::Global {
+            // cuMemFree would invalidate the capture: free it once the capture is over.
+            self.postponed.push((base, seg.size));
+            return;
+        }
         // A driver error on free leaves nothing for the pool to do: the memory is not ours.
         let _ = self.backend.free(base);
     }
@@ -587,8 +887,7 @@ impl<B: Backend> DevicePool<B> {
     /// any), then releases all empty segments.
     pub fn trim(&mut self) -> Result<(), PoolError<B::Error>> {
         self.sync_for_frees()?;
-        self.flush_ready();
-        self.release_empty(true);
+        self.release_cached();
         Ok(())
     }
 
@@ -605,6 +904,8 @@ impl<B: Backend> DevicePool<B> {
         self.ready.clear();
         self.ready_blocks = 0;
         self.freed_at.clear();
+        self.foreign.clear();
+        self.postponed.clear();
         self.in_use = 0;
         self.planned_segment = 0;
     }
@@ -692,6 +993,13 @@ impl<B: Backend> DevicePool<B> {
             .then_some((start, b.size))
     }
 
+    /// The buffer id of the live block containing `ptr` (`CU_POINTER_ATTRIBUTE_BUFFER_ID`):
+    /// every handout of the pool gets its own, also when it reuses an address.
+    pub fn buffer_id(&self, ptr: DevPtr) -> Option<u64> {
+        let (start, _) = self.find(ptr)?;
+        self.live.get(&start).map(|l| l.id)
+    }
+
     /// Checks the invariants documented at the top of this file; returns the first violation.
     pub fn check_invariants(&self) -> Result<(), String> {
         let mut in_use = 0;
@@ -717,8 +1025,8 @@ impl<B: Backend> DevicePool<B> {
                     return Err(format!("block {p:#x}: free index out of step"));
                 }
                 match b.state {
-                    State::Used => match self.live.get(&p) {
-                        Some(&size) if size == b.size => {
+                    State::Used => match self.live.get(&p).map(|l| l.size) {
+                        Some(size) if size == b.size => {
                             in_use += size;
                             used_live += 1;
                         }
@@ -727,7 +1035,12 @@ impl<B: Backend> DevicePool<B> {
                             let in_deferred =
                                 self.deferred.iter().any(|d| d.1 == p && d.2 == b.size);
                             let in_ready = self.ready.get(&b.size).is_some_and(|v| v.contains(&p));
-                            if in_deferred == in_ready {
+                            let in_foreign = self.foreign.iter().any(|f| f.1 == p && f.2 == b.size);
+                            if usize::from(in_deferred)
+                                + usize::from(in_ready)
+                                + usize::from(in_foreign)
+                                != 1
+                            {
                                 return Err(format!(
                                     "used block {p:#x}: neither live nor cached exactly once"
                                 ));
@@ -776,7 +1089,13 @@ impl<B: Backend> DevicePool<B> {
         if !self.deferred.windows(2).all(|w| w[0].0 < w[1].0) {
             return Err("deferred frees out of order".into());
         }
-        let listed = self.free_index.len() + self.stream_free.len() + self.deferred.len();
+        if !self.foreign.windows(2).all(|w| w[0].0 < w[1].0) {
+            return Err("foreign frees out of order".into());
+        }
+        let listed = self.free_index.len()
+            + self.stream_free.len()
+            + self.deferred.len()
+            + self.foreign.len();
         if listed + self.ready_blocks + self.live.len() > self.blocks.len() {
             return Err("indexes list more blocks than exist".into());
         }
@@ -792,6 +1111,9 @@ impl<B: Backend> DevicePool<B> {
 impl<B: Backend> Drop for DevicePool<B> {
     fn drop(&mut self) {
         for &base in self.segments.keys() {
+            let _ = self.backend.free(base);
+        }
+        for &(base, _) in &self.postponed {
             let _ = self.backend.free(base);
         }
         self.forget_segments();

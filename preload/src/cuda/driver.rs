@@ -22,6 +22,10 @@ pub const CUDA_SUCCESS: CUresult = 0;
 pub const CUDA_ERROR_INVALID_VALUE: CUresult = 1;
 pub const CUDA_ERROR_OUT_OF_MEMORY: CUresult = 2;
 pub const CUDA_ERROR_NOT_FOUND: CUresult = 500;
+/// `CUDA_ERROR_NOT_SUPPORTED` / `cudaErrorNotSupported` (same value).
+pub const CUDA_ERROR_NOT_SUPPORTED: CUresult = 801;
+/// `CUDA_ERROR_INVALID_DEVICE` (`cudaErrorInvalidDevice` is 101 too).
+pub const CUDA_ERROR_INVALID_DEVICE: CUresult = 101;
 /// What the driver API answers before `cuInit`.
 pub const CUDA_ERROR_NOT_INITIALIZED: CUresult = 3;
 /// What `cuInit` answers when it finds no GPU, and later driver calls with it.
@@ -70,6 +74,7 @@ pub fn no_runtime() -> CudaError {
 }
 pub const CU_POINTER_ATTRIBUTE_RANGE_START_ADDR: c_int = 11;
 pub const CU_POINTER_ATTRIBUTE_RANGE_SIZE: c_int = 12;
+pub const CU_POINTER_ATTRIBUTE_BUFFER_ID: c_int = 7;
 
 type DlsymFn = unsafe extern "C" fn(*mut c_void, *const c_char) -> *mut c_void;
 
@@ -192,6 +197,22 @@ pub type RangeFn = unsafe extern "C" fn(*mut CUdeviceptr, *mut usize, CUdevicept
 pub type AttrFn = unsafe extern "C" fn(*mut c_void, c_int, CUdeviceptr) -> CUresult;
 pub type AttrsFn =
     unsafe extern "C" fn(c_uint, *mut c_int, *mut *mut c_void, CUdeviceptr) -> CUresult;
+pub type CaptureInfoFn = unsafe extern "C" fn(
+    CUstream,
+    *mut c_int,
+    *mut u64,
+    *mut c_void,
+    *mut c_void,
+    *mut c_void,
+) -> CUresult;
+pub type IsCapturingFn = unsafe extern "C" fn(CUstream, *mut c_int) -> CUresult;
+pub type BeginCaptureFn = unsafe extern "C" fn(CUstream, c_int) -> CUresult;
+pub type EndCaptureFn = unsafe extern "C" fn(CUstream, *mut *mut c_void) -> CUresult;
+pub type IpcHandleFn = unsafe extern "C" fn(*mut c_void, CUdeviceptr) -> CUresult;
+pub type MemCreateFn = unsafe extern "C" fn(*mut u64, usize, *const c_void, u64) -> CUresult;
+pub type AllocManagedFn = unsafe extern "C" fn(*mut CUdeviceptr, usize, c_uint) -> CUresult;
+pub type AllocHostFn = unsafe extern "C" fn(*mut *mut c_void, usize) -> CUresult;
+pub type HostAllocFn = unsafe extern "C" fn(*mut *mut c_void, usize, c_uint) -> CUresult;
 pub type ProcFn = unsafe extern "C" fn(*const c_char, *mut *mut c_void, c_int, u64) -> CUresult;
 pub type ProcV2Fn =
     unsafe extern "C" fn(*const c_char, *mut *mut c_void, c_int, u64, *mut c_int) -> CUresult;
@@ -225,6 +246,17 @@ real_fns! { driver_symbol:
     cu_mem_alloc_from_pool_async = c"cuMemAllocFromPoolAsync" as PoolAllocFn;
     cu_mem_alloc_from_pool_async_ptsz = c"cuMemAllocFromPoolAsync_ptsz" as PoolAllocFn;
     cu_mem_pool_create = c"cuMemPoolCreate" as PoolCreateFn;
+    cu_stream_get_capture_info_v2 = c"cuStreamGetCaptureInfo_v2" as CaptureInfoFn;
+    cu_stream_is_capturing = c"cuStreamIsCapturing" as IsCapturingFn;
+    cu_stream_begin_capture_v2 = c"cuStreamBeginCapture_v2" as BeginCaptureFn;
+    cu_stream_begin_capture_ptsz = c"cuStreamBeginCapture_ptsz" as BeginCaptureFn;
+    cu_stream_end_capture = c"cuStreamEndCapture" as EndCaptureFn;
+    cu_stream_end_capture_ptsz = c"cuStreamEndCapture_ptsz" as EndCaptureFn;
+    cu_ipc_get_mem_handle = c"cuIpcGetMemHandle" as IpcHandleFn;
+    cu_mem_create = c"cuMemCreate" as MemCreateFn;
+    cu_mem_alloc_managed = c"cuMemAllocManaged" as AllocManagedFn;
+    cu_mem_alloc_host_v2 = c"cuMemAllocHost_v2" as AllocHostFn;
+    cu_mem_host_alloc = c"cuMemHostAlloc" as HostAllocFn;
 }
 
 pub type RtMallocFn = unsafe extern "C" fn(*mut *mut c_void, usize) -> CudaError;

@@ -7,15 +7,18 @@ use core::ffi::{c_int, c_uint, c_void};
 
 use resizealloc::device::StreamId;
 
+use super::capture;
 use super::driver::{
     self as drv, AllocAsyncFn, CUcontext, CUdevice, CUdeviceptr, CUresult, CUstream, FreeAsyncFn,
-    PoolAllocFn, CUDA_ERROR_NOT_FOUND, CUDA_SUCCESS, CU_POINTER_ATTRIBUTE_RANGE_SIZE,
-    CU_POINTER_ATTRIBUTE_RANGE_START_ADDR,
+    PoolAllocFn, CUDA_ERROR_NOT_FOUND, CUDA_SUCCESS, CU_POINTER_ATTRIBUTE_BUFFER_ID,
+    CU_POINTER_ATTRIBUTE_RANGE_SIZE, CU_POINTER_ATTRIBUTE_RANGE_START_ADDR,
 };
-use super::pools::{self, pooled, stream_context, stream_id, with_owner, with_pool, SYNC_STREAM};
+use super::pools::{self, pooled, stream_context, stream_id, with_owner, SYNC_STREAM};
+use resizealloc::device::pool::PoolError;
 
 /// Serves an allocation of `size` bytes in context `ctx` from its pool, if the pool can:
-/// `None` means "let the real call answer" (no context, null out pointer, size 0).
+/// `None` means "let the real call answer" (no context, null out pointer, size 0, a stream
+/// capture that the pool cannot serve without a driver call, no room for another pool).
 pub(super) fn pool_alloc(
     dptr: *mut CUdeviceptr,
     size: usize,
@@ -26,24 +29,62 @@ pub(super) fn pool_alloc(
         return None;
     }
     pools::note_thread_in_region();
-    let r = with_pool(ctx, true, |p| p.alloc(size, stream))?;
-    Some(match r {
+    match pools::alloc_in(ctx, size, stream)? {
         Ok(ptr) => {
             // SAFETY: non-null out pointer from the caller.
             unsafe { *dptr = ptr };
-            CUDA_SUCCESS
+            Some(CUDA_SUCCESS)
         }
-        Err(e) => pools::code(e),
-    })
+        Err(PoolError::Capturing) => None,
+        Err(e) => Some(pools::code(e)),
+    }
 }
 
-/// Frees a pool block: `None` when `ptr` is not in any pool.
-pub(super) fn pool_free(ptr: CUdeviceptr, stream: Option<StreamId>) -> Option<CUresult> {
-    let r = with_owner(ptr, |p| match stream {
-        None => p.free(ptr),
-        Some(s) => p.free_async(ptr, s),
+/// How a pool block is freed.
+#[derive(Clone, Copy)]
+pub(super) enum FreeKind {
+    /// `cuMemFree`/`cudaFree`: reusable after a synchronisation of the block's context.
+    Sync,
+    /// `cuMemFreeAsync(p, stream)`: the raw handle, whether it is a `_ptsz` call.
+    Async(CUstream, bool),
+}
+
+/// Frees a pool block: `None` when `ptr` is not in any pool. An async free on a capturing
+/// stream is treated as a synchronous one (the graph may touch the block at any replay before
+/// the program's next synchronisation); one on a stream of another context waits for that
+/// context's synchronisation.
+pub(super) fn pool_free(ptr: CUdeviceptr, kind: FreeKind) -> Option<CUresult> {
+    if !pools::any_pool() {
+        return None;
+    }
+    // The stream's context and capture state are asked of the driver before any pool lock.
+    let stream = match kind {
+        FreeKind::Sync => None,
+        FreeKind::Async(stream, ptsz) => {
+            let ctx = stream_context(stream);
+            let capturing = capture::stream_capturing(stream, ptsz, ctx);
+            Some((stream_id(stream, ptsz), ctx, capturing))
+        }
+    };
+    let r = pools::with_owner_cell(ptr, |cell, p| match stream {
+        None | Some((_, _, true)) => p.free(ptr),
+        Some((_, ctx, false)) if !ctx.is_null() && ctx != cell.context() => {
+            pools::note_foreign_free();
+            p.free_async_foreign(ptr, ctx as u64)
+        }
+        Some((id, _, false)) => p.free_async(ptr, id),
     })?;
     Some(r.map_or_else(pools::code, |()| CUDA_SUCCESS))
+}
+
+/// The context a stream-ordered allocation on `stream` is pooled in, or null when it must go
+/// to the driver (no context, or the stream is capturing: the graph needs its memory node).
+pub(super) fn async_context(stream: CUstream, ptsz: bool) -> CUcontext {
+    let ctx = stream_context(stream);
+    if ctx.is_null() || capture::stream_capturing(stream, ptsz, ctx) {
+        return core::ptr::null_mut();
+    }
+    ctx
 }
 
 /// `cuInit`: the driver's. Without a driver in the process, `CUDA_ERROR_NO_DEVICE`, as a
@@ -65,17 +106,28 @@ pub extern "C" fn cuMemAlloc_v2(dptr: *mut CUdeviceptr, size: usize) -> CUresult
             return r;
         }
     }
-    match drv::cu_mem_alloc_v2() {
+    with_pressure_retry(|| match drv::cu_mem_alloc_v2() {
         // SAFETY: forwarded arguments.
         Some(f) => unsafe { f(dptr, size) },
         None => drv::no_driver(),
+    })
+}
+
+/// Runs a driver allocation; when it fails with out-of-memory and the pools cached something,
+/// they give it back and the allocation runs once more.
+#[inline]
+pub(super) fn with_pressure_retry(mut alloc: impl FnMut() -> CUresult) -> CUresult {
+    let r = alloc();
+    if r == drv::CUDA_ERROR_OUT_OF_MEMORY && pools::any_pool() && pools::release_for_pressure() {
+        return alloc();
     }
+    r
 }
 
 /// `cuMemFree_v2`: pool blocks go back to the pool (reusable after the next sync).
 #[no_mangle]
 pub extern "C" fn cuMemFree_v2(ptr: CUdeviceptr) -> CUresult {
-    if let Some(r) = pool_free(ptr, None) {
+    if let Some(r) = pool_free(ptr, FreeKind::Sync) {
         return r;
     }
     match drv::cu_mem_free_v2() {
@@ -94,7 +146,7 @@ fn alloc_async(
 ) -> CUresult {
     if pooled() {
         let id = stream_id(stream, ptsz);
-        if let Some(r) = pool_alloc(dptr, size, stream_context(stream), id) {
+        if let Some(r) = pool_alloc(dptr, size, async_context(stream, ptsz), id) {
             return r;
         }
     }
@@ -111,7 +163,7 @@ fn free_async(
     ptsz: bool,
     real: Option<FreeAsyncFn>,
 ) -> CUresult {
-    if let Some(r) = pool_free(ptr, Some(stream_id(stream, ptsz))) {
+    if let Some(r) = pool_free(ptr, FreeKind::Async(stream, ptsz)) {
         return r;
     }
     match real {
@@ -266,17 +318,37 @@ pub extern "C" fn cuMemGetAddressRange_v2(
     }
 }
 
-/// Writes the range attribute `attr` of the pool block `(start, len)` to `data`; false for
-/// other attributes.
+/// The pool block containing `ptr`: `None` when `ptr` is in no pool, `Some(None)` when it is
+/// in a pool but in no live block, else its start, size and buffer id. Buffer ids have the top
+/// bit set (the driver's count from 1) and the pool's slot below it, so no two blocks handed
+/// out share one, in any pool, and none equals a driver allocation's.
+fn block_of(ptr: CUdeviceptr) -> Option<Option<(u64, usize, u64)>> {
+    let cell = pools::owner_of(ptr)?;
+    let slot = cell.slot() as u64;
+    Some(cell.with(|p| {
+        let (start, len) = p.find(ptr)?;
+        let id = p.buffer_id(ptr)?;
+        Some((
+            start,
+            len,
+            (1 << 63) | (slot << 52) | (id & ((1 << 52) - 1)),
+        ))
+    }))
+}
+
+/// Writes the attribute `attr` (range start, range size or buffer id) of the pool block
+/// `(start, len, buffer_id)` to `data`; false for other attributes.
 ///
 /// # Safety
 /// `data` is writable for the attribute's type (CUdeviceptr or size_t, both 8 bytes).
 unsafe fn write_range_attribute(
     data: *mut c_void,
     attr: c_int,
-    (start, len): (u64, usize),
+    (start, len, buffer_id): (u64, usize, u64),
 ) -> bool {
     match attr {
+        // SAFETY: the caller's obligation: `data` is writable for the attribute's 8-byte type.
+        CU_POINTER_ATTRIBUTE_BUFFER_ID => unsafe { *(data as *mut u64) = buffer_id },
         // SAFETY: the caller's obligation: `data` is writable for the attribute's 8-byte type.
         CU_POINTER_ATTRIBUTE_RANGE_START_ADDR => unsafe { *(data as *mut CUdeviceptr) = start },
         // SAFETY: as above.
@@ -295,9 +367,10 @@ pub extern "C" fn cuPointerGetAttribute(
 ) -> CUresult {
     if !data.is_null()
         && (attr == CU_POINTER_ATTRIBUTE_RANGE_START_ADDR
-            || attr == CU_POINTER_ATTRIBUTE_RANGE_SIZE)
+            || attr == CU_POINTER_ATTRIBUTE_RANGE_SIZE
+            || attr == CU_POINTER_ATTRIBUTE_BUFFER_ID)
     {
-        match with_owner(ptr, |p| p.find(ptr)) {
+        match block_of(ptr) {
             Some(Some(block)) => {
                 // SAFETY: the driver's contract: `data` holds the attribute's type.
                 unsafe { write_range_attribute(data, attr, block) };
@@ -332,9 +405,9 @@ pub extern "C" fn cuPointerGetAttributes(
     if r != CUDA_SUCCESS || attrs.is_null() || data.is_null() {
         return r;
     }
-    if let Some(found) = with_owner(ptr, |p| p.find(ptr)) {
+    if let Some(found) = block_of(ptr) {
         // A pool address outside any live block has an empty range.
-        let block = found.unwrap_or((0, 0));
+        let block = found.unwrap_or((0, 0, 0));
         for i in 0..count as usize {
             // SAFETY: the driver accepted `count` entries in both arrays; a null slot is one
             // the caller did not ask to be written.
@@ -427,7 +500,7 @@ fn alloc_from_pool(
 ) -> CUresult {
     if pooled() && !FOREIGN_POOLS.lock().contains(&(mem_pool as usize)) {
         let id = stream_id(stream, ptsz);
-        if let Some(r) = pool_alloc(dptr, size, stream_context(stream), id) {
+        if let Some(r) = pool_alloc(dptr, size, async_context(stream, ptsz), id) {
             return r;
         }
     }
@@ -474,4 +547,147 @@ pub extern "C" fn cuMemAllocFromPoolAsync_ptsz(
         true,
         drv::cu_mem_alloc_from_pool_async_ptsz(),
     )
+}
+
+// ------------------------------------------------------------------------------ stream capture
+
+fn begin_capture(
+    stream: CUstream,
+    mode: c_int,
+    ptsz: bool,
+    real: Option<drv::BeginCaptureFn>,
+) -> CUresult {
+    let Some(f) = real else {
+        return drv::no_driver();
+    };
+    // SAFETY: forwarded arguments.
+    let r = unsafe { f(stream, mode) };
+    if r == CUDA_SUCCESS {
+        let handle = if ptsz && stream.is_null() {
+            2 as CUstream
+        } else {
+            stream
+        };
+        capture::note_begin(stream_context(stream), handle, mode);
+    }
+    r
+}
+
+fn end_capture(
+    stream: CUstream,
+    graph: *mut *mut c_void,
+    ptsz: bool,
+    real: Option<drv::EndCaptureFn>,
+) -> CUresult {
+    let Some(f) = real else {
+        return drv::no_driver();
+    };
+    // SAFETY: forwarded arguments.
+    let r = unsafe { f(stream, graph) };
+    // Successful or not (an invalidated capture), the stream has left capture mode.
+    capture::note_end(if ptsz && stream.is_null() {
+        2 as CUstream
+    } else {
+        stream
+    });
+    r
+}
+
+/// `cuStreamBeginCapture_v2` (what `cudaStreamBeginCapture` calls): the pools of the stream's
+/// context stop synchronising (and, unless the mode is relaxed, calling the driver) until the
+/// capture ends.
+#[no_mangle]
+pub extern "C" fn cuStreamBeginCapture_v2(stream: CUstream, mode: c_int) -> CUresult {
+    begin_capture(stream, mode, false, drv::cu_stream_begin_capture_v2())
+}
+
+/// `cuStreamBeginCapture_ptsz`.
+#[no_mangle]
+pub extern "C" fn cuStreamBeginCapture_ptsz(stream: CUstream, mode: c_int) -> CUresult {
+    begin_capture(stream, mode, true, drv::cu_stream_begin_capture_ptsz())
+}
+
+/// `cuStreamEndCapture`.
+#[no_mangle]
+pub extern "C" fn cuStreamEndCapture(stream: CUstream, graph: *mut *mut c_void) -> CUresult {
+    end_capture(stream, graph, false, drv::cu_stream_end_capture())
+}
+
+/// `cuStreamEndCapture_ptsz`.
+#[no_mangle]
+pub extern "C" fn cuStreamEndCapture_ptsz(stream: CUstream, graph: *mut *mut c_void) -> CUresult {
+    end_capture(stream, graph, true, drv::cu_stream_end_capture_ptsz())
+}
+
+// ------------------------------------------------------------------------------------ IPC
+
+/// `cuIpcGetMemHandle` (what `cudaIpcGetMemHandle` calls): a handle describes a whole driver
+/// allocation, which for a pool block is the segment, while `cuMemGetAddressRange` answers
+/// with the block: a process that maps the handle and adds the block's offset would read the
+/// wrong bytes. So a pool block gets `CUDA_ERROR_NOT_SUPPORTED` (README: allocate memory to be
+/// shared outside regions, or with `RESIZEALLOC_CUDA=off`, or from an IPC-exportable driver
+/// pool); other memory gets the driver's handle.
+#[no_mangle]
+pub extern "C" fn cuIpcGetMemHandle(handle: *mut c_void, ptr: CUdeviceptr) -> CUresult {
+    if pools::owner_of(ptr).is_some() {
+        return drv::CUDA_ERROR_NOT_SUPPORTED;
+    }
+    match drv::cu_ipc_get_mem_handle() {
+        // SAFETY: forwarded arguments.
+        Some(f) => unsafe { f(handle, ptr) },
+        None => drv::no_driver(),
+    }
+}
+
+// --------------------------------------------------------------------------- memory pressure
+
+/// `cuMemCreate` (PyTorch's expandable segments, and every virtual-memory allocator): out of
+/// memory while the pools cache free segments gets them back first, and one more try.
+#[no_mangle]
+pub extern "C" fn cuMemCreate(
+    handle: *mut u64,
+    size: usize,
+    prop: *const c_void,
+    flags: u64,
+) -> CUresult {
+    let Some(f) = drv::cu_mem_create() else {
+        return drv::no_driver();
+    };
+    // SAFETY: forwarded arguments.
+    with_pressure_retry(|| unsafe { f(handle, size, prop, flags) })
+}
+
+/// `cuMemAllocManaged`: as `cuMemCreate`.
+#[no_mangle]
+pub extern "C" fn cuMemAllocManaged(
+    dptr: *mut CUdeviceptr,
+    size: usize,
+    flags: c_uint,
+) -> CUresult {
+    let Some(f) = drv::cu_mem_alloc_managed() else {
+        return drv::no_driver();
+    };
+    // SAFETY: forwarded arguments.
+    with_pressure_retry(|| unsafe { f(dptr, size, flags) })
+}
+
+/// `cuMemHostAlloc` (what `cudaHostAlloc` and `cudaMallocHost` call): as `cuMemCreate`.
+#[no_mangle]
+pub extern "C" fn cuMemHostAlloc(pp: *mut *mut c_void, size: usize, flags: c_uint) -> CUresult {
+    let Some(f) = drv::cu_mem_host_alloc() else {
+        return drv::no_driver();
+    };
+    // SAFETY: forwarded arguments.
+    with_pressure_retry(|| unsafe { f(pp, size, flags) })
+}
+
+/// `cuMemAllocHost_v2` (pinned host memory, which device memory pressure can also starve): as
+/// `cuMemCreate`.
+#[no_mangle]
+pub extern "C" fn cuMemAllocHost_v2(pp: *mut *mut c_void, size: usize) -> CUresult {
+    let Some(f) = drv::cu_mem_alloc_host_v2() else {
+        return drv::no_driver();
+    };
+    // SAFETY: forwarded arguments.
+    with_pressure_retry(|| unsafe { f(pp, size) })
 }

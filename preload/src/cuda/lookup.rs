@@ -46,6 +46,15 @@ fn hook_by_symbol(name: &[u8]) -> *mut c_void {
         b"cuMemPoolCreate" => cuMemPoolCreate as *const (),
         b"cuMemAllocFromPoolAsync" => cuMemAllocFromPoolAsync as *const (),
         b"cuMemAllocFromPoolAsync_ptsz" => cuMemAllocFromPoolAsync_ptsz as *const (),
+        b"cuStreamBeginCapture_v2" => cuStreamBeginCapture_v2 as *const (),
+        b"cuStreamBeginCapture_ptsz" => cuStreamBeginCapture_ptsz as *const (),
+        b"cuStreamEndCapture" => cuStreamEndCapture as *const (),
+        b"cuStreamEndCapture_ptsz" => cuStreamEndCapture_ptsz as *const (),
+        b"cuIpcGetMemHandle" => cuIpcGetMemHandle as *const (),
+        b"cuMemCreate" => cuMemCreate as *const (),
+        b"cuMemAllocManaged" => cuMemAllocManaged as *const (),
+        b"cuMemAllocHost_v2" => cuMemAllocHost_v2 as *const (),
+        b"cuMemHostAlloc" => cuMemHostAlloc as *const (),
         _ => core::ptr::null(),
     };
     f as *mut c_void
@@ -128,6 +137,16 @@ fn hook_by_base_name(name: &[u8], version: c_int, flags: u64) -> *mut c_void {
         b"cuCtxSynchronize" => (b"cuCtxSynchronize", 0),
         b"cuPointerGetAttribute" => (b"cuPointerGetAttribute", 0),
         b"cuPointerGetAttributes" => (b"cuPointerGetAttributes", 7000),
+        // cuStreamBeginCapture's ABI with a mode argument (the _v2 symbol) since 10.1.
+        b"cuStreamBeginCapture" if ptds => (b"cuStreamBeginCapture_ptsz", 10010),
+        b"cuStreamBeginCapture" => (b"cuStreamBeginCapture_v2", 10010),
+        b"cuStreamEndCapture" if ptds => (b"cuStreamEndCapture_ptsz", 10000),
+        b"cuStreamEndCapture" => (b"cuStreamEndCapture", 10000),
+        b"cuIpcGetMemHandle" => (b"cuIpcGetMemHandle", 4010),
+        b"cuMemCreate" => (b"cuMemCreate", 10020),
+        b"cuMemAllocManaged" => (b"cuMemAllocManaged", 6000),
+        b"cuMemAllocHost" => (b"cuMemAllocHost_v2", 3020),
+        b"cuMemHostAlloc" => (b"cuMemHostAlloc", 2020),
         _ => return core::ptr::null_mut(),
     };
     if version < since {

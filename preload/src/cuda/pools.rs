@@ -1,13 +1,29 @@
-//! The device pools behind the hooks: one [`DevicePool`] per CUDA context, their lock, the
-//! rules for when an allocation is pooled, stream identities, and what region markers,
-//! synchronisations and context teardown do to the pools.
+//! The device pools behind the hooks: [`DevicePool`]s per CUDA context, each behind its own
+//! lock, the rules for when an allocation is pooled, stream identities, and what region
+//! markers, synchronisations, memory pressure and context teardown do to the pools.
+//!
+//! # Shards
+//! A context has up to [`SHARDS`] pools; each thread allocates from the one of its shard
+//! (threads get shards round-robin), so threads that allocate and free do not contend for one
+//! lock (or its cache line). A block is freed into the pool that owns its segment, whichever
+//! thread frees it; the freeing thread's own pool is asked first. The price is memory: each
+//! shard that allocates holds at least one segment of its own.
+//!
+//! # Locking
+//! Each pool has its own lock, held for its bookkeeping and the driver calls that allocate or
+//! free a segment, but never across a synchronisation: when a pool needs one of its own, the
+//! caller takes the pool's mark, drops the lock, synchronises, and hands the result back
+//! ([`DevicePool::alloc_without_sync`]). The pools are found through a fixed table of slots
+//! read without a lock; `REGISTRY` (creation, teardown, region counting, fork) is taken before
+//! any pool lock, never after one.
 
-use core::sync::atomic::{AtomicBool, Ordering};
+use core::sync::atomic::{AtomicBool, AtomicPtr, Ordering};
 
 use resizealloc::device::pool::{DevicePool, PoolError, PoolStats};
-use resizealloc::device::{Backend, DevPtr, StreamId};
+use resizealloc::device::{Backend, Capture, DevPtr, StreamId};
 use resizealloc::options::{self, RegionMode};
 
+use super::capture;
 use super::driver::{self as drv, CUcontext, CUresult, CUstream, CUDA_SUCCESS};
 
 /// The pool's backing calls for one context: the real driver, never the hooks, with the pool's
@@ -23,26 +39,36 @@ unsafe impl Send for Driver {}
 impl Driver {
     /// Runs `f` with the pool's context current on the calling thread.
     fn in_context(&self, f: impl FnOnce() -> CUresult) -> CUresult {
-        if drv::current_context() == self.ctx {
-            return f();
-        }
-        let (Some(push), Some(pop)) = (drv::cu_ctx_push_current_v2(), drv::cu_ctx_pop_current_v2())
-        else {
-            return drv::no_driver();
-        };
-        // SAFETY: the pool's own context (alive: a teardown takes the pool out first); the push
-        // and the pop pair up, so the caller's current context is restored.
-        unsafe {
-            let r = push(self.ctx);
-            if r != CUDA_SUCCESS {
-                return r;
-            }
-            let result = f();
-            let mut popped: CUcontext = core::ptr::null_mut();
-            pop(&mut popped);
-            result
-        }
+        in_context(self.ctx, f)
     }
+}
+
+/// Runs `f` with `ctx` current on the calling thread, restoring the caller's context.
+fn in_context(ctx: CUcontext, f: impl FnOnce() -> CUresult) -> CUresult {
+    if drv::current_context() == ctx {
+        return f();
+    }
+    let (Some(push), Some(pop)) = (drv::cu_ctx_push_current_v2(), drv::cu_ctx_pop_current_v2())
+    else {
+        return drv::no_driver();
+    };
+    // SAFETY: the pool's own context (alive: a teardown takes the pool out first); the push
+    // and the pop pair up, so the caller's current context is restored.
+    unsafe {
+        let r = push(ctx);
+        if r != CUDA_SUCCESS {
+            return r;
+        }
+        let result = f();
+        let mut popped: CUcontext = core::ptr::null_mut();
+        pop(&mut popped);
+        result
+    }
+}
+
+/// `cuCtxSynchronize` in context `ctx`.
+fn sync_context(ctx: CUcontext) -> CUresult {
+    in_context(ctx, drv::sync_now)
 }
 
 impl Backend for Driver {
@@ -72,7 +98,7 @@ impl Backend for Driver {
     }
 
     fn synchronize(&mut self) -> Result<(), CUresult> {
-        match self.in_context(drv::sync_now) {
+        match sync_context(self.ctx) {
             CUDA_SUCCESS => Ok(()),
             e => Err(e),
         }
@@ -81,31 +107,126 @@ impl Backend for Driver {
     fn is_out_of_memory(&self, e: &CUresult) -> bool {
         *e == drv::CUDA_ERROR_OUT_OF_MEMORY
     }
+
+    fn capture(&mut self) -> Capture {
+        capture::state(self.ctx)
+    }
+
+    fn synchronize_domain(&mut self, domain: u64) -> Result<(), CUresult> {
+        if capture::state(domain as CUcontext) != Capture::None {
+            return Err(drv::CUDA_ERROR_NOT_SUPPORTED);
+        }
+        match sync_context(domain as CUcontext) {
+            CUDA_SUCCESS => Ok(()),
+            e => Err(e),
+        }
+    }
 }
 
-/// Every pool, keyed by its context handle, and how many threads are inside a region now.
-///
-/// Invariant: every pool's region depth equals `threads_in_regions` (a pool created while
-/// threads are inside regions starts at that depth), so a pool resizes when the last thread
-/// leaves its outermost region.
-struct Pools {
-    list: Vec<(usize, DevicePool<Driver>)>,
+type PoolLock = spin::mutex::SpinMutex<DevicePool<Driver>, spin::relax::Yield>;
+
+/// One context's pool. Cells are never freed (a context torn down leaves its empty cell
+/// behind), so a reference read from a slot stays valid.
+pub struct PoolCell {
+    ctx: usize,
+    shard: u32,
+    slot: usize,
+    pool: PoolLock,
+}
+
+impl PoolCell {
+    /// Runs `f` on the locked pool. The pool's own bookkeeping is allocated outside any region
+    /// arena: it outlives the regions that cause it.
+    pub fn with<R>(&self, f: impl FnOnce(&mut DevicePool<Driver>) -> R) -> R {
+        resizealloc::region::outside_regions(|| f(&mut self.pool.lock()))
+    }
+
+    pub fn context(&self) -> CUcontext {
+        self.ctx as CUcontext
+    }
+
+    /// A number no other pool's blocks use in their buffer ids.
+    pub fn slot(&self) -> usize {
+        self.slot
+    }
+}
+
+/// Most pools at once (contexts times shards); allocations in further contexts go to the
+/// driver.
+const MAX_POOLS: usize = 256;
+/// Pools per context at most: threads are spread over them.
+pub const SHARDS: u32 = 8;
+
+static NEXT_SHARD: core::sync::atomic::AtomicU32 = core::sync::atomic::AtomicU32::new(0);
+/// Bumped whenever a pool leaves the table, so that the threads' cached pools are looked up
+/// again.
+static GENERATION: core::sync::atomic::AtomicU64 = core::sync::atomic::AtomicU64::new(0);
+
+thread_local! {
+    /// The calling thread's shard, plus one (0: not chosen yet).
+    static SHARD: core::cell::Cell<u32> = const { core::cell::Cell::new(0) };
+    /// The pool the calling thread used last, and the generation it was found in.
+    static LAST: core::cell::Cell<(*const PoolCell, u64)> =
+        const { core::cell::Cell::new((core::ptr::null(), u64::MAX)) };
+}
+
+fn my_shard() -> u32 {
+    SHARD.with(|s| {
+        if s.get() == 0 {
+            s.set(NEXT_SHARD.fetch_add(1, Ordering::Relaxed) % SHARDS + 1);
+        }
+        s.get() - 1
+    })
+}
+
+/// The pool the calling thread used last, if it is still in the table.
+#[inline]
+fn last_cell() -> Option<&'static PoolCell> {
+    let (cell, generation) = LAST.with(|l| l.get());
+    if generation != GENERATION.load(Ordering::Acquire) {
+        return None;
+    }
+    // SAFETY: a cell pointer cached from the table; cells are never freed.
+    unsafe { cell.as_ref() }
+}
+
+fn remember(cell: &'static PoolCell, generation: u64) {
+    LAST.with(|l| l.set((cell, generation)));
+}
+
+#[allow(clippy::declare_interior_mutable_const)]
+const EMPTY_SLOT: AtomicPtr<PoolCell> = AtomicPtr::new(core::ptr::null_mut());
+/// The pools, found without a lock.
+static SLOTS: [AtomicPtr<PoolCell>; MAX_POOLS] = [EMPTY_SLOT; MAX_POOLS];
+/// One past the highest slot ever used: walks of the table stop there.
+static SLOTS_USED: core::sync::atomic::AtomicUsize = core::sync::atomic::AtomicUsize::new(0);
+
+/// The part of the table that may hold pools.
+#[inline]
+fn used_slots() -> &'static [AtomicPtr<PoolCell>] {
+    &SLOTS[..SLOTS_USED.load(Ordering::Acquire).min(MAX_POOLS)]
+}
+
+/// Creation, teardown and region counting. Invariant: every pool's region depth equals
+/// `threads_in_regions` (a pool created while threads are inside regions starts at that
+/// depth), so a pool resizes when the last thread leaves its outermost region.
+struct Registry {
     threads_in_regions: u32,
 }
 
-/// A spin lock that yields (threads may wait here for a driver call), which the fork handlers
-/// take and force open.
-static POOLS: spin::mutex::SpinMutex<Pools, spin::relax::Yield> =
-    spin::mutex::SpinMutex::new(Pools {
-        list: Vec::new(),
+static REGISTRY: spin::mutex::SpinMutex<Registry, spin::relax::Yield> =
+    spin::mutex::SpinMutex::new(Registry {
         threads_in_regions: 0,
     });
 
-/// Set once a pool exists: until then frees and queries do not take the lock.
+/// Set once a pool exists: until then frees and queries do not look.
 static ANY_POOL: AtomicBool = AtomicBool::new(false);
+/// Set once a block was freed on another context's stream: from then on every
+/// synchronisation tells every pool.
+static ANY_FOREIGN: AtomicBool = AtomicBool::new(false);
 
-/// Looks up every driver function the pool uses, so that no lookup (which may take the dynamic
-/// loader's lock) ever happens while `POOLS` is held.
+/// Looks up every driver function the pools use, so that no lookup (which may take the
+/// dynamic loader's lock) ever happens while a pool lock is held.
 fn resolve_driver() {
     let _ = (
         drv::cu_mem_alloc_v2(),
@@ -114,57 +235,201 @@ fn resolve_driver() {
         drv::cu_ctx_get_current(),
         drv::cu_ctx_push_current_v2(),
         drv::cu_ctx_pop_current_v2(),
+        drv::cu_stream_get_capture_info_v2(),
+        drv::cu_stream_is_capturing(),
     );
 }
 
-/// Runs `f` on the locked pools. The pools' own bookkeeping is allocated outside any region
-/// arena: it outlives the regions that cause it.
-fn locked<R>(f: impl FnOnce(&mut Pools) -> R) -> R {
-    resolve_driver();
-    resizealloc::region::outside_regions(|| f(&mut POOLS.lock()))
+/// The pools that exist now.
+fn cells() -> impl Iterator<Item = &'static PoolCell> {
+    used_slots().iter().filter_map(|s| {
+        // SAFETY: a non-null slot points at a leaked cell, which is never freed.
+        unsafe { s.load(Ordering::Acquire).as_ref() }
+    })
 }
 
-/// Runs `f` on the pool of context `ctx`, creating it when `create` is set.
-pub fn with_pool<R>(
-    ctx: CUcontext,
-    create: bool,
-    f: impl FnOnce(&mut DevicePool<Driver>) -> R,
-) -> Option<R> {
+/// The calling thread's pool of context `ctx`, created when `create` is set (None when there
+/// is no room). Without `create`, any pool of the context will do.
+#[inline]
+pub fn cell_of(ctx: CUcontext, create: bool) -> Option<&'static PoolCell> {
     if !create && !any_pool() {
         return None;
     }
     let key = ctx as usize;
-    locked(|pools| {
-        let i = match pools.list.iter().position(|(c, _)| *c == key) {
-            Some(i) => i,
-            None if create => {
-                let mut pool = DevicePool::new(Driver { ctx });
-                for _ in 0..pools.threads_in_regions {
-                    pool.region_begin();
-                }
-                pools.list.push((key, pool));
-                ANY_POOL.store(true, Ordering::Release);
-                pools.list.len() - 1
-            }
-            None => return None,
-        };
-        Some(f(&mut pools.list[i].1))
-    })
+    if let Some(c) = last_cell() {
+        if c.ctx == key {
+            return Some(c);
+        }
+    }
+    find_cell(key, create)
 }
 
-/// Runs `f` on the pool holding `ptr` in one of its segments, if any (any context).
-pub fn with_owner<R>(ptr: DevPtr, f: impl FnOnce(&mut DevicePool<Driver>) -> R) -> Option<R> {
+#[cold]
+#[inline(never)]
+fn find_cell(key: usize, create: bool) -> Option<&'static PoolCell> {
+    let generation = GENERATION.load(Ordering::Acquire);
+    let shard = my_shard();
+    if let Some(c) = cells().find(|c| c.ctx == key && c.shard == shard) {
+        remember(c, generation);
+        return Some(c);
+    }
+    if !create {
+        return cells().find(|c| c.ctx == key);
+    }
+    let c = create_cell(key, shard)?;
+    remember(c, generation);
+    Some(c)
+}
+
+#[cold]
+#[inline(never)]
+fn create_cell(key: usize, shard: u32) -> Option<&'static PoolCell> {
+    resolve_driver();
+    let registry = REGISTRY.lock();
+    if let Some(c) = cells().find(|c| c.ctx == key && c.shard == shard) {
+        return Some(c);
+    }
+    let slot = SLOTS
+        .iter()
+        .position(|s| s.load(Ordering::Acquire).is_null())?;
+    let cell = resizealloc::region::outside_regions(|| {
+        let mut pool = DevicePool::new(Driver {
+            ctx: key as CUcontext,
+        });
+        for _ in 0..registry.threads_in_regions {
+            pool.region_begin();
+        }
+        let max_cached = options::get().cuda_max_cached;
+        if max_cached != usize::MAX {
+            pool.set_max_cached(max_cached);
+        }
+        Box::leak(Box::new(PoolCell {
+            ctx: key,
+            shard,
+            slot,
+            pool: PoolLock::new(pool),
+        }))
+    });
+    SLOTS[slot].store(cell, Ordering::Release);
+    SLOTS_USED.fetch_max(slot + 1, Ordering::AcqRel);
+    ANY_POOL.store(true, Ordering::Release);
+    Some(cell)
+}
+
+/// The pool holding `ptr` in one of its segments, if any (any context).
+pub fn owner_of(ptr: DevPtr) -> Option<&'static PoolCell> {
     if !ANY_POOL.load(Ordering::Acquire) {
         return None;
     }
-    locked(|pools| {
-        let pool = pools
-            .list
-            .iter_mut()
-            .find(|(_, p)| p.owns(ptr))
-            .map(|(_, p)| p)?;
-        Some(f(pool))
-    })
+    cells().find(|c| c.with(|p| p.owns(ptr)))
+}
+
+/// Runs `f` on the pool holding `ptr` in one of its segments, if any (any context), under the
+/// same lock acquisition as the ownership test.
+pub fn with_owner<R>(ptr: DevPtr, f: impl FnOnce(&mut DevicePool<Driver>) -> R) -> Option<R> {
+    with_owner_cell(ptr, |_, p| f(p))
+}
+
+/// As [`with_owner`], with the owner's cell.
+pub fn with_owner_cell<R>(
+    ptr: DevPtr,
+    f: impl FnOnce(&PoolCell, &mut DevicePool<Driver>) -> R,
+) -> Option<R> {
+    if !ANY_POOL.load(Ordering::Acquire) {
+        return None;
+    }
+    let mut f = Some(f);
+    // The calling thread's own pool first: most blocks are freed by the thread that got them.
+    let first = last_cell();
+    if let Some(c) = first {
+        let r = c.with(|p| {
+            if p.owns(ptr) {
+                f.take().map(|f| f(c, p))
+            } else {
+                None
+            }
+        });
+        if r.is_some() {
+            return r;
+        }
+    }
+    for c in cells().filter(|c| !first.is_some_and(|f| core::ptr::eq(*c, f))) {
+        let r = c.with(|p| {
+            if p.owns(ptr) {
+                f.take().map(|f| f(c, p))
+            } else {
+                None
+            }
+        });
+        if r.is_some() {
+            return r;
+        }
+    }
+    None
+}
+
+/// Allocates `size` bytes for `stream` from the pool of `ctx` (created if needed). The pool's
+/// own synchronisation, when it needs one, runs without its lock. `None`: no room for another
+/// pool.
+pub fn alloc_in(
+    ctx: CUcontext,
+    size: usize,
+    stream: StreamId,
+) -> Option<Result<DevPtr, PoolError<CUresult>>> {
+    let cell = cell_of(ctx, true)?;
+    let r = cell.with(|p| p.alloc_without_sync(size, stream, false));
+    if r != Err(PoolError::NeedsSync) {
+        return Some(r);
+    }
+    Some(alloc_after_sync(cell, size, stream))
+}
+
+#[cold]
+#[inline(never)]
+fn alloc_after_sync(
+    cell: &PoolCell,
+    size: usize,
+    stream: StreamId,
+) -> Result<DevPtr, PoolError<CUresult>> {
+    own_sync(cell)?;
+    cell.with(|p| p.alloc_without_sync(size, stream, true))
+}
+
+/// The pool's own synchronisation, without its lock: its context, then each context whose
+/// streams hold blocks freed from it.
+fn own_sync(cell: &PoolCell) -> Result<(), PoolError<CUresult>> {
+    let (mark, domains) = cell.with(|p| (p.sync_mark(), p.foreign_domains()));
+    if capture::state(cell.context()) != Capture::None {
+        return Ok(()); // the pool then grows (or refuses) as it would without frees
+    }
+    let r = sync_context(cell.context());
+    if r != CUDA_SUCCESS {
+        return Err(PoolError::Backend(r));
+    }
+    let mut synced = [0u64; 8];
+    let mut n = 0;
+    for d in domains.iter().take(synced.len()) {
+        if capture::state(*d as CUcontext) == Capture::None
+            && sync_context(*d as CUcontext) == CUDA_SUCCESS
+        {
+            synced[n] = *d;
+            n += 1;
+        }
+    }
+    cell.with(|p| {
+        p.own_sync_done(mark);
+        for &d in &synced[..n] {
+            p.on_domain_synchronized(d, mark);
+        }
+    });
+    Ok(())
+}
+
+/// A pool block was freed on a stream of another context.
+pub fn note_foreign_free() {
+    if !ANY_FOREIGN.load(Ordering::Relaxed) {
+        ANY_FOREIGN.store(true, Ordering::Release);
+    }
 }
 
 /// Whether new allocations go to the pools now: CUDA pooling on, and inside a region (or
@@ -234,19 +499,106 @@ pub fn code(e: PoolError<CUresult>) -> CUresult {
     match e {
         PoolError::ZeroSize | PoolError::InvalidPointer => drv::CUDA_ERROR_INVALID_VALUE,
         PoolError::Backend(e) => e,
+        // Not answered to the program (the hooks let the driver answer instead); a plug-in
+        // caller gets "the pool could not serve it now".
+        PoolError::Capturing => drv::CUDA_ERROR_NOT_SUPPORTED,
+        PoolError::NeedsSync => drv::CUDA_ERROR_OUT_OF_MEMORY,
     }
 }
 
 /// A synchronisation the program does (`sync`, the real call) on context `ctx`: everything
-/// freed before it started becomes reusable once it succeeds. Frees made by other threads
-/// while it runs are not covered by it, hence the mark.
+/// freed before it started becomes reusable once it succeeds, in the context's own pool and,
+/// for blocks freed on this context's streams, in the other pools. Frees made by other threads
+/// while it runs are not covered by it, hence the marks. Idle pools release their cache here.
 pub fn observe_sync(ctx: CUcontext, sync: impl FnOnce() -> CUresult) -> CUresult {
-    let mark = with_pool(ctx, false, |p| p.sync_mark());
+    if !any_pool() {
+        return sync();
+    }
+    // On the stack for the usual few pools; the table is walked only up to its used part.
+    let used = used_slots().len();
+    if used <= 16 {
+        let mut marks = [(core::ptr::null(), 0); 16];
+        observe_sync_with(&mut marks[..used], ctx, sync)
+    } else {
+        let mut marks = resizealloc::region::outside_regions(|| vec![(core::ptr::null(), 0); used]);
+        let r = observe_sync_with(&mut marks, ctx, sync);
+        resizealloc::region::outside_regions(|| drop(marks));
+        r
+    }
+}
+
+/// [`observe_sync`] with room for one (pool, mark) per used slot.
+fn observe_sync_with(
+    marks: &mut [(*const PoolCell, u64)],
+    ctx: CUcontext,
+    sync: impl FnOnce() -> CUresult,
+) -> CUresult {
+    let foreign = ANY_FOREIGN.load(Ordering::Acquire);
+    for (slot, mark) in SLOTS.iter().zip(marks.iter_mut()) {
+        // SAFETY: a non-null slot points at a leaked cell, which is never freed.
+        if let Some(c) = unsafe { slot.load(Ordering::Acquire).as_ref() } {
+            if c.ctx == ctx as usize || foreign {
+                *mark = (c, c.with(|p| p.sync_mark()));
+            }
+        }
+    }
     let r = sync();
-    if let (CUDA_SUCCESS, Some(mark)) = (r, mark) {
-        with_pool(ctx, false, |p| p.on_synchronize_since(mark));
+    if r != CUDA_SUCCESS {
+        return r;
+    }
+    let idle_ms = options::cuda_idle_ms();
+    let now = if idle_ms == 0 { 0 } else { now_ms() };
+    for &(cell, mark) in marks.iter() {
+        // SAFETY: null or a cell from the table; cells are never freed (one taken out of the
+        // table since only forgot its segments: the reclaim finds nothing to do).
+        let Some(c) = (unsafe { cell.as_ref() }) else {
+            continue;
+        };
+        c.with(|p| {
+            if c.ctx == ctx as usize {
+                p.on_synchronize_since(mark);
+                if idle_ms != 0 {
+                    p.release_if_idle(now, idle_ms as u64);
+                }
+            } else {
+                p.on_domain_synchronized(ctx as u64, mark);
+            }
+        });
     }
     r
+}
+
+/// Milliseconds on a monotonic clock (the coarse one: a few nanoseconds, no system call).
+fn now_ms() -> u64 {
+    let mut t = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: a valid out pointer.
+    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC_COARSE, &mut t) };
+    t.tv_sec as u64 * 1000 + t.tv_nsec as u64 / 1_000_000
+}
+
+/// Takes the pools of `ctx` out of the table (so nobody is handed memory that is about to
+/// vanish).
+fn take_out(ctx: CUcontext) -> Vec<&'static PoolCell> {
+    resizealloc::region::outside_regions(|| {
+        let _registry = REGISTRY.lock();
+        let key = ctx as usize;
+        let mut taken = Vec::new();
+        for slot in used_slots() {
+            let p = slot.load(Ordering::Acquire);
+            // SAFETY: a non-null slot points at a leaked cell, which is never freed.
+            if let Some(c) = unsafe { p.as_ref() }.filter(|c| c.ctx == key) {
+                slot.store(core::ptr::null_mut(), Ordering::Release);
+                taken.push(c);
+            }
+        }
+        if !taken.is_empty() {
+            GENERATION.fetch_add(1, Ordering::AcqRel);
+        }
+        taken
+    })
 }
 
 /// The context `ctx` is about to be destroyed or reset by `teardown` (the real call), which
@@ -254,79 +606,76 @@ pub fn observe_sync(ctx: CUcontext, sync: impl FnOnce() -> CUresult) -> CUresult
 /// is about to vanish, and forgotten (its segments are the driver's to free) once the call
 /// succeeds. A failed call puts the pool back.
 pub fn around_teardown(ctx: CUcontext, teardown: impl FnOnce() -> CUresult) -> CUresult {
-    let key = ctx as usize;
-    let taken = locked(|pools| {
-        let i = pools.list.iter().position(|(c, _)| *c == key)?;
-        Some(pools.list.swap_remove(i))
-    });
+    let taken = if any_pool() {
+        take_out(ctx)
+    } else {
+        Vec::new()
+    };
     let r = teardown();
     if r == CUDA_SUCCESS {
         // The driver freed the segments with the context: forget them (a dropped pool would
         // free them again). A pool created for the dying context while the call ran goes too.
-        if let Some((_, mut pool)) = taken {
-            pool.forget_segments();
+        for cell in &taken {
+            cell.with(|p| p.forget_segments());
         }
         drop_pools_of(ctx);
-    } else if let Some(entry) = taken {
-        locked(|pools| pools.list.push(entry));
+    } else if !taken.is_empty() {
+        let _registry = REGISTRY.lock();
+        for cell in &taken {
+            if let Some(slot) = SLOTS.iter().find(|s| s.load(Ordering::Acquire).is_null()) {
+                slot.store(*cell as *const PoolCell as *mut PoolCell, Ordering::Release);
+            }
+        }
     }
+    resizealloc::region::outside_regions(|| drop(taken));
     r
 }
 
-/// Forgets every pool of context `ctx`, whose memory the driver has freed (so the segments are
+/// Forgets the pool of context `ctx`, whose memory the driver has freed (so the segments are
 /// forgotten, not freed).
 pub fn drop_pools_of(ctx: CUcontext) {
     if !any_pool() {
         return;
     }
-    let key = ctx as usize;
-    let gone: Vec<(usize, DevicePool<Driver>)> = locked(|pools| {
-        let (gone, kept) = core::mem::take(&mut pools.list)
-            .into_iter()
-            .partition(|(c, _)| *c == key);
-        pools.list = kept;
-        gone
-    });
-    for (_, mut pool) in gone {
-        pool.forget_segments();
+    let taken = take_out(ctx);
+    for cell in &taken {
+        cell.with(|p| p.forget_segments());
     }
+    resizealloc::region::outside_regions(|| drop(taken));
 }
 
 /// The calling thread entered a region and allocates device memory: every pool's region begins.
 fn thread_region_begin() {
-    locked(|pools| {
-        pools.threads_in_regions += 1;
-        for (_, p) in &mut pools.list {
-            p.region_begin();
-        }
-    });
+    let mut registry = REGISTRY.lock();
+    registry.threads_in_regions += 1;
+    for c in cells() {
+        c.with(|p| p.region_begin());
+    }
 }
 
 /// The calling thread left its outermost region: every pool's region ends, and a pool resizes
 /// to its region's peak when no thread is inside a region any more.
 fn thread_region_end() {
-    locked(|pools| {
-        if pools.threads_in_regions == 0 {
-            return;
-        }
-        pools.threads_in_regions -= 1;
-        for (_, p) in &mut pools.list {
-            p.region_end();
-        }
-    });
+    let mut registry = REGISTRY.lock();
+    if registry.threads_in_regions == 0 {
+        return;
+    }
+    registry.threads_in_regions -= 1;
+    for c in cells() {
+        c.with(|p| p.region_end());
+    }
 }
 
 /// `stream` is being destroyed: in every pool, the blocks freed on it wait for a sync.
 pub fn forget_stream(stream: CUstream) {
+    capture::note_end(stream);
     if !any_pool() || (stream as u64) <= CU_STREAM_PER_THREAD {
         return;
     }
     let id = stream_id(stream, false);
-    locked(|pools| {
-        for (_, p) in &mut pools.list {
-            p.forget_stream(id);
-        }
-    });
+    for c in cells() {
+        c.with(|p| p.forget_stream(id));
+    }
 }
 
 /// True once any pool exists.
@@ -334,56 +683,92 @@ pub fn any_pool() -> bool {
     ANY_POOL.load(Ordering::Acquire)
 }
 
-/// Trims every pool: waits for frees in flight, then gives every empty segment back. Returns
-/// the first driver error, after trying every pool.
+/// Trims every pool: waits for frees in flight (one synchronisation per pool that has any,
+/// without its lock), then gives every empty segment back. Returns the first driver error,
+/// after trying every pool.
 pub fn trim_all() -> CUresult {
-    if !any_pool() {
-        return CUDA_SUCCESS;
-    }
-    locked(|pools| {
-        let mut r = CUDA_SUCCESS;
-        for (_, p) in &mut pools.list {
-            if let Err(e) = p.trim() {
+    let mut r = CUDA_SUCCESS;
+    for c in cells() {
+        if c.with(|p| p.has_pending_frees()) {
+            if let Err(e) = own_sync(c) {
                 if r == CUDA_SUCCESS {
                     r = code(e);
                 }
             }
         }
-        r
-    })
-}
-
-/// The sum of every pool's figures, and the number of pools.
-pub fn stats_total() -> (PoolStats, u64) {
-    if !any_pool() {
-        return (PoolStats::default(), 0);
+        c.with(|p| p.release_cached());
     }
-    locked(|pools| {
-        let mut t = PoolStats::default();
-        for (_, p) in &pools.list {
-            let s = p.stats();
-            t.reserved += s.reserved;
-            t.in_use += s.in_use;
-            t.high_water += s.high_water;
-            t.overflow_blocks += s.overflow_blocks;
-            t.segments += s.segments;
-            t.own_syncs += s.own_syncs;
-            t.observed_syncs += s.observed_syncs;
-            t.driver_allocs += s.driver_allocs;
+    r
+}
+
+/// Memory pressure: an allocation outside the pools (`cuMemCreate`, managed or pinned host
+/// memory, a pass-through `cuMemAlloc`) ran out of memory. Every pool gives back what it
+/// caches; frees in flight are synchronised first, but only when nothing was cached. Returns
+/// whether anything went back (the caller then retries once).
+#[cold]
+#[inline(never)]
+pub fn release_for_pressure() -> bool {
+    let mut released = 0;
+    for c in cells() {
+        released += c.with(|p| p.release_for_pressure());
+    }
+    if released == 0 {
+        for c in cells() {
+            if c.with(|p| p.has_pending_frees()) && own_sync(c).is_ok() {
+                released += c.with(|p| p.release_for_pressure());
+            }
         }
-        (t, pools.list.len() as u64)
-    })
+    }
+    released > 0
 }
 
-/// Fork support: hold the pool lock across `fork` (see `lib.rs`).
+/// The sum of every pool's figures, and the number of contexts with a pool.
+pub fn stats_total() -> (PoolStats, u64) {
+    let mut t = PoolStats::default();
+    let mut n = 0;
+    for c in cells() {
+        let s = c.with(|p| p.stats());
+        if !cells()
+            .take_while(|o| !core::ptr::eq(*o, c))
+            .any(|o| o.ctx == c.ctx)
+        {
+            n += 1;
+        }
+        t.reserved += s.reserved;
+        t.in_use += s.in_use;
+        t.high_water += s.high_water;
+        t.overflow_blocks += s.overflow_blocks;
+        t.segments += s.segments;
+        t.own_syncs += s.own_syncs;
+        t.observed_syncs += s.observed_syncs;
+        t.driver_allocs += s.driver_allocs;
+        t.pressure_releases += s.pressure_releases;
+        t.capture_refusals += s.capture_refusals;
+    }
+    (t, n)
+}
+
+/// Fork support: hold the registry and every pool lock across `fork` (see `lib.rs`), in that
+/// order (the order every other path takes them in).
 pub fn fork_prepare() {
-    core::mem::forget(POOLS.lock());
+    core::mem::forget(REGISTRY.lock());
+    for c in cells() {
+        core::mem::forget(c.pool.lock());
+    }
+    capture::fork_prepare();
 }
 
-/// Fork support: release the lock taken by [`fork_prepare`], in the parent and in the child.
+/// Fork support: release the locks taken by [`fork_prepare`], in the parent and in the child.
 pub fn fork_finish() {
-    // SAFETY: `fork_prepare` took the lock in this thread (or its copy in the child).
-    unsafe { POOLS.force_unlock() };
+    capture::fork_finish();
+    // SAFETY: `fork_prepare` took these locks in this thread (or its copy in the child); the
+    // registry was held, so the set of pools has not changed since.
+    unsafe {
+        for c in cells() {
+            c.pool.force_unlock();
+        }
+        REGISTRY.force_unlock();
+    }
 }
 
 thread_local! {

@@ -21,8 +21,8 @@ use super::driver::{
     self as drv, CUcontext, CUdevice, CUstream, CudaError, RtFreeAsyncFn, RtMallocAsyncFn,
     CUDA_SUCCESS,
 };
-use super::driver_hooks::{pool_alloc, pool_free, primary_context_of};
-use super::pools::{self, pooled, stream_context, stream_id, SYNC_STREAM};
+use super::driver_hooks::{async_context, pool_alloc, pool_free, primary_context_of, FreeKind};
+use super::pools::{self, pooled, stream_id, SYNC_STREAM};
 
 /// `cudaMalloc`.
 #[no_mangle]
@@ -45,7 +45,7 @@ pub extern "C" fn cudaMalloc(dev_ptr: *mut *mut c_void, size: usize) -> CudaErro
 #[no_mangle]
 pub extern "C" fn cudaFree(dev_ptr: *mut c_void) -> CudaError {
     if !dev_ptr.is_null() {
-        if let Some(r) = pool_free(dev_ptr as u64, None) {
+        if let Some(r) = pool_free(dev_ptr as u64, FreeKind::Sync) {
             return r;
         }
     }
@@ -66,7 +66,7 @@ fn malloc_async(
     if pooled() {
         let out = dev_ptr.cast::<u64>();
         let id = stream_id(stream, ptsz);
-        if pool_alloc(out, size, stream_context(stream), id) == Some(CUDA_SUCCESS) {
+        if pool_alloc(out, size, async_context(stream, ptsz), id) == Some(CUDA_SUCCESS) {
             return CUDA_SUCCESS;
         }
     }
@@ -83,9 +83,8 @@ fn free_async(
     ptsz: bool,
     real: Option<RtFreeAsyncFn>,
 ) -> CudaError {
-    let id = stream_id(stream, ptsz);
     if !dev_ptr.is_null() {
-        if let Some(r) = pool_free(dev_ptr as u64, Some(id)) {
+        if let Some(r) = pool_free(dev_ptr as u64, FreeKind::Async(stream, ptsz)) {
             return r;
         }
     }

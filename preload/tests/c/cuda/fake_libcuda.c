@@ -2,6 +2,7 @@
  * its hooks use, with host memory, and counts them. Built by the tests with -Wl,-Bsymbolic (as
  * the real driver is), so the table cuGetProcAddress hands out points at these functions, not at
  * interposed ones: a test that passes here passes for the right reason. */
+#include <pthread.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -24,6 +25,71 @@ static __thread int depth;
 #define FAKE_BAD_STREAM ((CUstream)0xdead)
 enum { CUDA_ERROR_INVALID_CONTEXT = 201, CUDA_ERROR_INVALID_HANDLE = 400 };
 
+/* Stream capture (CUDA graphs): the streams capturing now, their mode, and whether something
+ * invalidated the capture. What the real driver refuses during a capture is refused here too,
+ * counted in n_illegal, and invalidates the captures it concerns: a synchronisation during any
+ * capture, cuMemAlloc/cuMemFree during a global (or thread-local) one. Stream-ordered calls on
+ * a capturing stream become graph memory nodes (n_graph_allocs, n_graph_frees). */
+enum { MODE_GLOBAL = 0, MODE_THREAD_LOCAL = 1, MODE_RELAXED = 2 };
+enum { CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED = 900, CUDA_ERROR_STREAM_CAPTURE_INVALIDATED = 901 };
+#define MAX_CAPTURES 16
+static struct { CUstream s; int mode; int invalid; } caps[MAX_CAPTURES];
+static long n_illegal, n_graph_allocs, n_graph_frees, n_ipc, n_create, n_managed, n_host, n_capture_queries;
+static int n_captures; /* entries in caps: the common case (none) costs one load */
+static int capture_slot(CUstream s) {
+    if (!n_captures) return -1;
+    for (int i = 0; i < MAX_CAPTURES; i++) if (caps[i].s == s && s) return i;
+    return -1;
+}
+/* 1: some capture of a mode in `modes` (bit mask) is active; it is invalidated. */
+static int illegal_during(int modes) {
+    int hit = 0;
+    if (!n_captures) return 0;
+    for (int i = 0; i < MAX_CAPTURES; i++)
+        if (caps[i].s && ((1 << caps[i].mode) & modes)) { caps[i].invalid = 1; hit = 1; }
+    if (hit) n_illegal++;
+    return hit;
+}
+#define ALL_MODES 7
+#define UNSAFE_MODES ((1 << MODE_GLOBAL) | (1 << MODE_THREAD_LOCAL))
+static CUresult begin_capture(CUstream s, int mode) {
+    if (s == 0 || s == (CUstream)1) return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED; /* legacy stream */
+    if (capture_slot(s) >= 0) return CUDA_ERROR_INVALID_VALUE;
+    for (int i = 0; i < MAX_CAPTURES; i++)
+        if (!caps[i].s) { caps[i].s = s; caps[i].mode = mode; caps[i].invalid = 0; n_captures++; return CUDA_SUCCESS; }
+    return CUDA_ERROR_OUT_OF_MEMORY;
+}
+CUresult cuStreamBeginCapture_v2(CUstream s, int mode) { return begin_capture(s, mode); }
+CUresult cuStreamBeginCapture_ptsz(CUstream s, int mode) { return begin_capture(s ? s : (CUstream)2, mode); }
+/* The same, under a name no hook knows: a capture begun where the library cannot see it. */
+CUresult fake_cuda_begin_capture_unseen(CUstream s, int mode) { return begin_capture(s, mode); }
+CUresult cuStreamEndCapture(CUstream s, void **graph) {
+    int i = capture_slot(s);
+    if (i < 0) return CUDA_ERROR_INVALID_VALUE;
+    int invalid = caps[i].invalid;
+    caps[i].s = 0;
+    n_captures--;
+    if (graph) *graph = invalid ? NULL : (void *)0x6a;
+    return invalid ? CUDA_ERROR_STREAM_CAPTURE_INVALIDATED : CUDA_SUCCESS;
+}
+CUresult cuStreamEndCapture_ptsz(CUstream s, void **graph) { return cuStreamEndCapture(s ? s : (CUstream)2, graph); }
+static int capture_status(CUstream s) {
+    int i = capture_slot(s);
+    return i < 0 ? 0 : caps[i].invalid ? 2 : 1;
+}
+CUresult cuStreamGetCaptureInfo_v2(CUstream s, int *status, uint64_t *id, void **graph, const void **deps, size_t *n) {
+    if (!status) return CUDA_ERROR_INVALID_VALUE;
+    n_capture_queries++;
+    *status = capture_status(s);
+    if (id) *id = (uint64_t)(uintptr_t)s;
+    if (graph) *graph = NULL;
+    if (deps) *deps = NULL;
+    if (n) *n = 0;
+    return CUDA_SUCCESS;
+}
+CUresult cuStreamIsCapturing(CUstream s, int *status) { *status = capture_status(s); return CUDA_SUCCESS; }
+
+static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER; /* the block table, for the threaded tests */
 #define MAX_BLOCKS 4096
 static struct { CUdeviceptr p; size_t n; CUcontext ctx; } blocks[MAX_BLOCKS];
 static size_t used_bytes;
@@ -38,6 +104,20 @@ void fake_cuda_counts(long out[6]) {
     out[0] = n_alloc; out[1] = n_free; out[2] = n_sync; out[3] = n_alloc_async; out[4] = n_free_async;
     out[5] = n_pool_alloc;
 }
+long fake_cuda_count(const char *what) {
+    if (!strcmp(what, "illegal")) return n_illegal;
+    if (!strcmp(what, "graph_allocs")) return n_graph_allocs;
+    if (!strcmp(what, "graph_frees")) return n_graph_frees;
+    if (!strcmp(what, "ipc")) return n_ipc;
+    if (!strcmp(what, "create")) return n_create;
+    if (!strcmp(what, "managed")) return n_managed;
+    if (!strcmp(what, "host")) return n_host;
+    if (!strcmp(what, "syncs")) return n_sync;
+    if (!strcmp(what, "allocs")) return n_alloc;
+    if (!strcmp(what, "frees")) return n_free;
+    if (!strcmp(what, "capture_queries")) return n_capture_queries;
+    return -1;
+}
 
 CUresult cuInit(unsigned flags) {
     (void)flags;
@@ -50,6 +130,7 @@ CUresult cuInit(unsigned flags) {
 }
 
 CUresult cuCtxGetCurrent(CUcontext *ctx) { *ctx = current; return CUDA_SUCCESS; }
+CUresult cuCtxSetCurrent(CUcontext ctx) { current = ctx; return CUDA_SUCCESS; }
 CUresult cuCtxGetDevice(int *dev) { if (!current) return CUDA_ERROR_INVALID_CONTEXT; *dev = 0; return CUDA_SUCCESS; }
 CUresult cuCtxPushCurrent_v2(CUcontext ctx) { if (depth == 8) return CUDA_ERROR_INVALID_VALUE; saved[depth++] = current; current = ctx; return CUDA_SUCCESS; }
 CUresult cuCtxPopCurrent_v2(CUcontext *ctx) {
@@ -111,7 +192,7 @@ CUresult cuDevicePrimaryCtxReset_v2(int dev) {
 }
 long fake_cuda_resets(void) { return n_reset; }
 
-static CUresult do_alloc(CUdeviceptr *dptr, size_t n) {
+static CUresult do_alloc_locked(CUdeviceptr *dptr, size_t n) {
     if (!current) return CUDA_ERROR_INVALID_CONTEXT;
     if (!dptr || n == 0) return CUDA_ERROR_INVALID_VALUE;
     if (n > capacity - used_bytes) return CUDA_ERROR_OUT_OF_MEMORY;
@@ -127,33 +208,91 @@ static CUresult do_alloc(CUdeviceptr *dptr, size_t n) {
     }
     return CUDA_ERROR_OUT_OF_MEMORY;
 }
+static CUresult do_alloc(CUdeviceptr *dptr, size_t n) {
+    pthread_mutex_lock(&lock);
+    CUresult r = do_alloc_locked(dptr, n);
+    pthread_mutex_unlock(&lock);
+    return r;
+}
 
 static CUresult do_free(CUdeviceptr p) {
+    pthread_mutex_lock(&lock);
     for (int i = 0; i < MAX_BLOCKS; i++) {
         if (blocks[i].p == p && p != 0) {
             free((void *)(uintptr_t)p);
             used_bytes -= blocks[i].n;
             blocks[i].p = 0; blocks[i].n = 0; blocks[i].ctx = NULL;
+            pthread_mutex_unlock(&lock);
             return CUDA_SUCCESS;
         }
     }
+    pthread_mutex_unlock(&lock);
     return CUDA_ERROR_INVALID_VALUE;
 }
+size_t fake_cuda_used(void) { return used_bytes; }
 
-CUresult cuMemAlloc_v2(CUdeviceptr *dptr, size_t n) { n_alloc++; return do_alloc(dptr, n); }
-CUresult cuMemFree_v2(CUdeviceptr p) { n_free++; return do_free(p); }
+CUresult cuMemAlloc_v2(CUdeviceptr *dptr, size_t n) {
+    if (illegal_during(UNSAFE_MODES)) return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
+    __atomic_fetch_add(&n_alloc, 1, __ATOMIC_RELAXED);
+    return do_alloc(dptr, n);
+}
+CUresult cuMemFree_v2(CUdeviceptr p) {
+    if (illegal_during(UNSAFE_MODES)) return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
+    __atomic_fetch_add(&n_free, 1, __ATOMIC_RELAXED);
+    return do_free(p);
+}
 CUresult cuMemAllocAsync(CUdeviceptr *dptr, size_t n, CUstream s) {
     if (s == FAKE_BAD_STREAM) return CUDA_ERROR_INVALID_HANDLE;
+    if (capture_status(s)) n_graph_allocs++;
     n_alloc_async++;
     if (s != FAKE_OTHER_STREAM) return do_alloc(dptr, n);
     CUresult r = cuCtxPushCurrent_v2(&other_context);
     if (r == CUDA_SUCCESS) { r = do_alloc(dptr, n); cuCtxPopCurrent_v2(NULL); }
     return r;
 }
-CUresult cuMemFreeAsync(CUdeviceptr p, CUstream s) { (void)s; n_free_async++; return do_free(p); }
+CUresult cuMemFreeAsync(CUdeviceptr p, CUstream s) { if (capture_status(s)) n_graph_frees++; n_free_async++; return do_free(p); }
 CUresult cuMemAllocAsync_ptsz(CUdeviceptr *dptr, size_t n, CUstream s) { return cuMemAllocAsync(dptr, n, s); }
 CUresult cuMemFreeAsync_ptsz(CUdeviceptr p, CUstream s) { return cuMemFreeAsync(p, s); }
-CUresult cuCtxSynchronize(void) { if (!current) return CUDA_ERROR_INVALID_CONTEXT; n_sync++; return CUDA_SUCCESS; }
+CUresult cuCtxSynchronize(void) {
+    if (!current) return CUDA_ERROR_INVALID_CONTEXT;
+    if (illegal_during(ALL_MODES)) return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
+    __atomic_fetch_add(&n_sync, 1, __ATOMIC_RELAXED);
+    return CUDA_SUCCESS;
+}
+
+/* IPC: the handle names the driver allocation that contains the pointer (its base). */
+CUresult cuIpcGetMemHandle(void *handle, CUdeviceptr p) {
+    n_ipc++;
+    for (int i = 0; i < MAX_BLOCKS; i++)
+        if (blocks[i].p && p >= blocks[i].p && p < blocks[i].p + blocks[i].n) {
+            memset(handle, 0, 64);
+            memcpy(handle, &blocks[i].p, sizeof blocks[i].p);
+            return CUDA_SUCCESS;
+        }
+    return CUDA_ERROR_INVALID_VALUE;
+}
+
+/* Allocations that share the device's capacity but are not cuMemAlloc: virtual-memory handles,
+ * managed memory, pinned host memory (counted against the same capacity, to test pressure). */
+CUresult cuMemCreate(uint64_t *handle, size_t n, const void *prop, uint64_t flags) {
+    (void)prop; (void)flags;
+    n_create++;
+    CUdeviceptr p;
+    CUresult r = do_alloc(&p, n);
+    if (r == CUDA_SUCCESS) *handle = p;
+    return r;
+}
+CUresult cuMemRelease(uint64_t handle) { return do_free(handle); }
+CUresult cuMemAllocManaged(CUdeviceptr *dptr, size_t n, unsigned flags) { (void)flags; n_managed++; return do_alloc(dptr, n); }
+CUresult cuMemAllocHost_v2(void **pp, size_t n) {
+    n_host++;
+    CUdeviceptr p;
+    CUresult r = do_alloc(&p, n);
+    if (r == CUDA_SUCCESS) *pp = (void *)(uintptr_t)p;
+    return r;
+}
+CUresult cuMemHostAlloc(void **pp, size_t n, unsigned flags) { (void)flags; return cuMemAllocHost_v2(pp, n); }
+CUresult cuMemFreeHost(void *p) { return do_free((CUdeviceptr)(uintptr_t)p); }
 
 /* Memory pools: a pool is a small heap object; CUmemPoolProps is only read for handleTypes. */
 typedef struct { int allocType; int handleTypes; int loc_type; int loc_id; } FakePoolProps;
@@ -186,6 +325,10 @@ CUresult cuPointerGetAttribute(void *data, int attr, CUdeviceptr p) {
     if (r) return r;
     if (attr == CU_POINTER_ATTRIBUTE_RANGE_START_ADDR) { *(CUdeviceptr *)data = base; return CUDA_SUCCESS; }
     if (attr == CU_POINTER_ATTRIBUTE_RANGE_SIZE) { *(size_t *)data = size; return CUDA_SUCCESS; }
+    if (attr == 7) { /* CU_POINTER_ATTRIBUTE_BUFFER_ID: the allocation's slot */
+        for (int i = 0; i < MAX_BLOCKS; i++) if (blocks[i].p == base) { *(uint64_t *)data = (uint64_t)i + 1; break; }
+        return CUDA_SUCCESS;
+    }
     return CUDA_ERROR_INVALID_VALUE;
 }
 
@@ -221,6 +364,18 @@ static const struct { const char *name; void *fn; } table[] = {
     {"cuPointerGetAttribute", (void *)cuPointerGetAttribute},
     {"cuMemPoolCreate", (void *)cuMemPoolCreate},
     {"cuMemAllocFromPoolAsync", (void *)cuMemAllocFromPoolAsync},
+    {"cuCtxSetCurrent", (void *)cuCtxSetCurrent},
+    {"cuCtxPushCurrent", (void *)cuCtxPushCurrent_v2},
+    {"cuCtxPopCurrent", (void *)cuCtxPopCurrent_v2},
+    {"cuDevicePrimaryCtxRetain", (void *)cuDevicePrimaryCtxRetain},
+    {"cuStreamBeginCapture", (void *)cuStreamBeginCapture_v2},
+    {"cuStreamEndCapture", (void *)cuStreamEndCapture},
+    {"cuStreamGetCaptureInfo", (void *)cuStreamGetCaptureInfo_v2},
+    {"cuIpcGetMemHandle", (void *)cuIpcGetMemHandle},
+    {"cuMemCreate", (void *)cuMemCreate},
+    {"cuMemAllocManaged", (void *)cuMemAllocManaged},
+    {"cuMemAllocHost", (void *)cuMemAllocHost_v2},
+    {"cuMemHostAlloc", (void *)cuMemHostAlloc},
 };
 
 CUresult cuGetProcAddress_v2(const char *symbol, void **pfn, int version, uint64_t flags, int *status) {
@@ -231,6 +386,8 @@ CUresult cuGetProcAddress_v2(const char *symbol, void **pfn, int version, uint64
             *pfn = table[i].fn;
             if (ptds && !strcmp(symbol, "cuMemAllocAsync")) *pfn = (void *)cuMemAllocAsync_ptsz;
             if (ptds && !strcmp(symbol, "cuMemFreeAsync")) *pfn = (void *)cuMemFreeAsync_ptsz;
+            if (ptds && !strcmp(symbol, "cuStreamBeginCapture")) *pfn = (void *)cuStreamBeginCapture_ptsz;
+            if (ptds && !strcmp(symbol, "cuStreamEndCapture")) *pfn = (void *)cuStreamEndCapture_ptsz;
             if (status) *status = 1; /* CU_GET_PROC_ADDRESS_SUCCESS */
             return CUDA_SUCCESS;
         }

@@ -24,7 +24,15 @@ static struct {
     CUresult (*sync)(void);
     CUresult (*get_device)(int *);
     CUresult (*reset)(int);
+    CUresult (*get_current)(void **);
+    CUresult (*set_current)(void *);
+    CUresult (*primary_retain)(void **, int);
+    CUresult (*begin_capture)(void *, int);
+    CUresult (*end_capture)(void *, void **);
+    CUresult (*ipc_handle)(void *, CUdeviceptr);
 } drv;
+static void *primary;
+static __thread int bound; /* like cudart: each thread gets the primary context on first use */
 static int ready;
 static cudaError_t last_error;
 static long n_malloc, n_free, n_malloc_async, n_free_async, n_sync, n_reset;
@@ -58,10 +66,29 @@ static cudaError_t lazy_init(void) {
     bad |= gpa("cuCtxSynchronize", (void **)&drv.sync, v, 0, NULL);
     bad |= gpa("cuCtxGetDevice", (void **)&drv.get_device, v, 0, NULL);
     bad |= gpa("cuDevicePrimaryCtxReset", (void **)&drv.reset, v, 0, NULL);
+    bad |= gpa("cuCtxGetCurrent", (void **)&drv.get_current, v, 0, NULL);
+    bad |= gpa("cuCtxSetCurrent", (void **)&drv.set_current, v, 0, NULL);
+    bad |= gpa("cuDevicePrimaryCtxRetain", (void **)&drv.primary_retain, v, 0, NULL);
+    bad |= gpa("cuStreamBeginCapture", (void **)&drv.begin_capture, v, 0, NULL);
+    bad |= gpa("cuStreamEndCapture", (void **)&drv.end_capture, v, 0, NULL);
+    bad |= gpa("cuIpcGetMemHandle", (void **)&drv.ipc_handle, v, 0, NULL);
     if (bad || drv.init(0) != 0) return cudaErrorInitializationError;
+    if (drv.get_current(&primary) != 0 || !primary) return cudaErrorInitializationError;
     ready = 1;
+    bound = 1;
     return cudaSuccess;
 }
+
+static cudaError_t thread_init(void) {
+    cudaError_t e = lazy_init();
+    if (e || bound) return e;
+    void *c = NULL;
+    drv.get_current(&c);
+    if (!c) drv.set_current(primary);
+    bound = 1;
+    return cudaSuccess;
+}
+#define lazy_init thread_init
 
 cudaError_t cudaMalloc(void **p, size_t n) {
     n_malloc++;
@@ -129,4 +156,17 @@ cudaError_t cudaGetLastError(void) {
     cudaError_t e = last_error;
     last_error = cudaSuccess;
     return e;
+}
+
+cudaError_t cudaStreamBeginCapture(cudaStream_t s, int mode) {
+    cudaError_t e = lazy_init();
+    return e ? record(e) : record(drv.begin_capture(s, mode));
+}
+cudaError_t cudaStreamEndCapture(cudaStream_t s, void **graph) {
+    cudaError_t e = lazy_init();
+    return e ? record(e) : record(drv.end_capture(s, graph));
+}
+cudaError_t cudaIpcGetMemHandle(void *handle, void *p) {
+    cudaError_t e = lazy_init();
+    return e ? record(e) : record(drv.ipc_handle(handle, (CUdeviceptr)(uintptr_t)p));
 }
