@@ -69,9 +69,10 @@ const TAG_LIVE: usize = 0xA110;
 /// A live block sampled by the lifetime predictor: the header's second word holds its
 /// [`SampleWord`]. Owner frees of it take the slow path, which learns from its age.
 const TAG_SAMPLED: usize = 0xA111;
-/// See `Arena::release_balance`: remote frees alone can never reach it (they would need 2^63
-/// granule units).
+/// See `Arena::remote_balance`: remote frees alone can never reach it (they would need 2^63
+/// bytes); a balance from `ORPHANED_SEEN` on has the exiting owner's add in it.
 const ORPHANED: u64 = 1 << 63;
+const ORPHANED_SEEN: u64 = 1 << 62;
 const TAG_FREED: usize = 0xF4EE;
 
 /// The header word of a block of `size` bytes in state `tag`.
@@ -442,13 +443,13 @@ pub struct Arena {
 
     // --- written by other threads ---
     remote: *const AtomicU64,
-    /// The release handshake in one word: remote frees add the granule units they free; the
-    /// exiting owner adds `ORPHANED - (units it counted)`. The one operation that makes it equal
-    /// to `ORPHANED` (all units freed, owner gone) releases the slot, and no thread reads the
-    /// arena after its own add: the slot may be gone by then.
-    release_balance: AtomicU64,
-    /// Bytes (headers included, sizes rounded up to 16) of blocks freed by other threads.
-    remote_bytes: AtomicU64,
+    /// Frees by other threads and the release handshake in one word (one locked add per remote
+    /// free): remote frees add the bytes they free (headers included, sizes rounded up to 16),
+    /// so while the owner lives it is the arena's remote-freed bytes; the exiting owner adds
+    /// `ORPHANED - live_local_bytes`. The one add that makes it equal to `ORPHANED` (every byte
+    /// freed, owner gone) releases the slot, and no thread reads the arena after its own add:
+    /// the slot may be gone by then.
+    remote_balance: AtomicU64,
     /// Set by the exiting owner (stats only).
     orphaned: AtomicBool,
     /// Free for the owner of the slot table to use (links, ids).
@@ -593,8 +594,7 @@ impl Arena {
             spilled_allocs: OwnerCounter::default(),
             resizes: OwnerCounter::default(),
             remote,
-            release_balance: AtomicU64::new(0),
-            remote_bytes: AtomicU64::new(0),
+            remote_balance: AtomicU64::new(0),
             orphaned: AtomicBool::new(false),
             slot_index: AtomicUsize::new(0),
         };
@@ -1341,16 +1341,12 @@ impl Arena {
                 (*self.remote.add(last)).fetch_add(1, Ordering::Release);
             }
         }
-        self.remote_bytes.fetch_add(
-            (align_up(size, MIN_ALIGN) + HEADER) as u64,
-            Ordering::Relaxed,
-        );
-        let units = 2;
+        let bytes = (align_up(size, MIN_ALIGN) + HEADER) as u64;
         // Last access to the arena: after this add another thread may release the slot.
         let balance = self
-            .release_balance
-            .fetch_add(units, Ordering::AcqRel)
-            .wrapping_add(units);
+            .remote_balance
+            .fetch_add(bytes, Ordering::AcqRel)
+            .wrapping_add(bytes);
         balance == ORPHANED
     }
 
@@ -1638,11 +1634,19 @@ impl Arena {
     /// Bytes of this arena's live blocks, headers included (any thread; exact on the owner
     /// thread up to remote frees in flight, which only lower it).
     pub fn live_bytes(&self) -> u64 {
+        let balance = self.remote_balance.load(Ordering::Acquire);
+        if balance >= ORPHANED_SEEN {
+            // The owner has exited: what it left minus what was freed since.
+            return ORPHANED.saturating_sub(balance);
+        }
         // On the owner thread `local >= remote` always holds. Another thread may read `local`,
         // then see remote frees of blocks allocated after that read: saturate instead of wrap.
-        self.live_local_bytes
-            .get()
-            .saturating_sub(self.remote_bytes.load(Ordering::Acquire))
+        self.live_local_bytes.get().saturating_sub(balance)
+    }
+
+    /// Bytes other threads freed (owner thread, before it exits).
+    fn remote_bytes(&self) -> u64 {
+        self.remote_balance.load(Ordering::Relaxed)
     }
 
     fn recent_peak_max(&self) -> usize {
@@ -1869,7 +1873,7 @@ impl Arena {
     /// The same for frees by other threads, looked at from the owner's slow path.
     #[inline]
     fn look_at_remote_frees(&self) {
-        let freed = self.remote_bytes.load(Ordering::Relaxed) - self.remote_seen.get();
+        let freed = self.remote_bytes() - self.remote_seen.get();
         if freed != 0 && freed as usize >= (self.resident() * GRANULE / 4).max(1 << 20) {
             self.look_at_bound();
         }
@@ -1884,8 +1888,7 @@ impl Arena {
         self.emptied_left
             .set((self.resident() / 4).max(EMPTIED_MIN));
         self.turned_away.set(0);
-        self.remote_seen
-            .set(self.remote_bytes.load(Ordering::Relaxed));
+        self.remote_seen.set(self.remote_bytes());
         if self.resident() * GRANULE > self.allowance(0) {
             self.purge();
         } else if self.closed.get() && self.purge_due() {
@@ -2131,17 +2134,10 @@ impl Arena {
         self.flush_pending();
         // Keep only the granules surviving blocks touch.
         self.give_back(self.data_start, 0, 0);
-        let mut total = 0u64;
-        let first = self.granule(self.data_start);
-        let last = self.granule(self.used_end.get().max(self.data_start + GRANULE) - 1);
-        for g in first..=last {
-            // SAFETY: granule of this slot; the owner thread (us) is the only writer.
-            total = total.wrapping_add(unsafe { *self.local.add(g) });
-        }
         self.orphaned.store(true, Ordering::Release);
         // Last access to the arena by its owner, as in `free_remote`.
-        let delta = ORPHANED.wrapping_sub(total);
-        self.release_balance
+        let delta = ORPHANED.wrapping_sub(self.live_local_bytes.get());
+        self.remote_balance
             .fetch_add(delta, Ordering::AcqRel)
             .wrapping_add(delta)
             == ORPHANED

@@ -139,15 +139,14 @@ fn free_foreign_watched(p: *mut c_void) {
     unsafe { real::free_next(p) }
 }
 
+/// An arena block the inlined fast path did not take: another thread's, sampled, or invalid
+/// (which aborts).
 #[cold]
 #[inline(never)]
 fn free_slow(p: *mut c_void) {
-    if router::owns(p as *mut u8) {
-        // SAFETY: an arena block the program frees (double frees are detected and abort).
-        unsafe { router::free_owned(p as *mut u8) };
-    } else if !p.is_null() {
-        real::free(p);
-    }
+    // SAFETY: `free` found `p` in the reservation: an arena block the program frees (double
+    // frees are detected and abort).
+    unsafe { router::free_owned(p as *mut u8) };
 }
 
 /// `cfree`, the old alias of `free`.
