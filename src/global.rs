@@ -100,15 +100,16 @@ unsafe impl<A: GlobalAlloc> GlobalAlloc for ResizeAlloc<A> {
 
     #[inline(always)]
     unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
-        // SAFETY: the GlobalAlloc caller frees a block it got from us (arena or `next`).
-        if unsafe { router::free_fast(ptr) } {
-            return;
+        // One range check first: outside regions nearly every block is `next`'s, and the
+        // pass-through path should cost no more than that.
+        if !router::owns(ptr) {
+            // SAFETY: not ours, so it came from `next` with this layout.
+            return unsafe { self.next.dealloc(ptr, layout) };
         }
-        if router::owns(ptr) {
-            return self.dealloc_slow(ptr);
+        // SAFETY: an arena block the GlobalAlloc caller frees.
+        if !unsafe { router::free_fast(ptr) } {
+            self.dealloc_slow(ptr);
         }
-        // SAFETY: not ours, so it came from `next` with this layout.
-        unsafe { self.next.dealloc(ptr, layout) }
     }
 
     #[inline]
