@@ -369,6 +369,12 @@ pub struct Arena {
     bounded: bool,
     /// Process mode: bytes of runs used since the bump pointer last wrapped.
     lap_progress: Cell<usize>,
+    /// Where the last lap found its first free granule: every granule from `data_start` up to
+    /// it was pinned then (0: no hint). Laps start there while no free below it and no remote
+    /// free happened since (`remote_at_hint`), instead of walking the same pins again: a
+    /// program that keeps one block per region would otherwise rescan them every region.
+    lap_hint: Cell<usize>,
+    remote_at_hint: Cell<u64>,
     checkpoints: [Cell<Checkpoint>; MAX_CHECKPOINTS],
     checkpoint_depth: Cell<usize>,
 
@@ -555,6 +561,8 @@ impl Arena {
             recycle: cfg.recycle,
             bounded,
             lap_progress: Cell::new(0),
+            lap_hint: Cell::new(0),
+            remote_at_hint: Cell::new(0),
             checkpoints: Default::default(),
             checkpoint_depth: Cell::new(0),
             touched,
@@ -851,6 +859,18 @@ impl Arena {
     /// Where a run may start past the pinned granule at `at`: the next granule, or, when a block
     /// crosses out of it, past that block's last granule, which may itself be the first granule
     /// of another crossing block (one step per block, not per granule).
+    /// The first granule at or past `past_pin(at)` that no live block uses (or the end of
+    /// committed memory): a lap over a row of pinned granules skips them in one tight loop,
+    /// instead of starting and abandoning a run at each one.
+    fn past_pins(&self, at: usize) -> usize {
+        let end = self.committed_end.get();
+        let mut at = self.past_pin(at);
+        while at < end && self.live(self.granule(at)) != 0 {
+            at = self.past_pin(at);
+        }
+        at.min(end)
+    }
+
     fn past_pin(&self, at: usize) -> usize {
         let mut g = self.granule(at);
         while let Some(last) = self.crossing_last(g) {
@@ -917,7 +937,15 @@ impl Arena {
             }
             match self.extend_run(new_top) {
                 Ok(()) => {}
-                Err(Stop::Pinned(at)) => self.start_run(self.past_pin(at)),
+                Err(Stop::Pinned(at)) => {
+                    let next = self.past_pins(at);
+                    if at == self.run_start.get() && at == self.lap_start() {
+                        // A lap found nothing free from its start to `next`.
+                        self.lap_hint.set(next);
+                        self.remote_at_hint.set(self.remote_bytes());
+                    }
+                    self.start_run(next);
+                }
                 Err(Stop::Uncommitted) => {
                     if self.recycle && !wrapped && self.lap_is_worth_it() {
                         self.wrap();
@@ -936,7 +964,7 @@ impl Arena {
                         if self.recycle {
                             self.wrap();
                         } else {
-                            self.start_run(self.data_start);
+                            self.start_run(self.lap_start());
                             self.lap_progress.set(0);
                         }
                         wrapped = true;
@@ -1007,10 +1035,24 @@ impl Arena {
 
     /// Process mode: go back to the start of the arena and reuse freed granules.
     fn wrap(&self) {
-        self.start_run(self.data_start);
-        self.origin.set(self.data_start);
-        self.peak_top.set(self.data_start);
+        let at = self.lap_start();
+        self.start_run(at);
+        self.origin.set(at);
+        self.peak_top.set(at);
         self.lap_progress.set(0);
+    }
+
+    /// Where a lap starts: `data_start`, or the lap hint while it holds.
+    fn lap_start(&self) -> usize {
+        let hint = self.lap_hint.get();
+        if hint > self.data_start
+            && hint < self.committed_end.get()
+            && self.remote_at_hint.get() == self.remote_bytes()
+        {
+            hint
+        } else {
+            self.data_start
+        }
     }
 
     /// Process mode: a lap pays off when the last one found a useful share of free memory;
@@ -1243,7 +1285,7 @@ impl Arena {
         // SAFETY: a live block of this arena, on the owner thread.
         let emptied = unsafe { self.uncount_block(hdr, p + size) };
         if !self.lifo_release(hdr, p + size) && emptied != 0 {
-            self.granules_emptied(emptied);
+            self.granules_emptied(emptied, hdr);
         }
         self.debug_check();
         true
@@ -1304,7 +1346,7 @@ impl Arena {
         // SAFETY: a validated live block of this arena, on the owner thread.
         let emptied = unsafe { self.uncount_block(hdr, p + size) };
         if !self.lifo_release(hdr, p + size) && emptied > 0 {
-            self.granules_emptied(emptied);
+            self.granules_emptied(emptied, hdr);
         }
         self.debug_check();
     }
@@ -1375,7 +1417,7 @@ impl Arena {
                 // Shrinking off whole granules: they stop holding this block, so they can be
                 // reused and given back; the last block also hands its tail to the bump pointer.
                 let emptied = self.move_last_granule(old_last, new_last);
-                self.granules_emptied(emptied);
+                self.granules_emptied(emptied, p);
             }
             if align_up(p + old_size, MIN_ALIGN) == self.top.get()
                 && hdr as usize >= self.run_start.get()
@@ -1556,7 +1598,7 @@ impl Arena {
         let consumed = peak;
         let room = self.cap_end.get().saturating_sub(free_from);
         let resume = if room < consumed {
-            self.data_start
+            self.lap_start()
         } else {
             free_from
         };
@@ -1861,7 +1903,10 @@ impl Arena {
     /// (at least 64), frees may have left more resident memory than the bound allows (a phase
     /// ended).
     #[inline(always)]
-    fn granules_emptied(&self, n: usize) {
+    fn granules_emptied(&self, n: usize, at: usize) {
+        if at < self.lap_hint.get() {
+            self.lap_hint.set(0); // a granule below the hint may be free now
+        }
         let left = self.emptied_left.get();
         if left > n {
             self.emptied_left.set(left - n);
