@@ -120,6 +120,7 @@ const HUGE_PAGE_CAPACITY: usize = 4 << 20;
 
 /// Sampled blocks the survivor sweep keeps track of, per arena.
 const RING: usize = 32;
+const _: () = assert!(RING <= 32, "ring_used is a u32 bit set");
 /// Ages are kept in units of this many bytes of the allocation clock (32-bit births).
 const CLOCK_SHIFT: u32 = 12;
 /// What a region end adds to the allocation clock: more than any lap, so a block alive across
@@ -423,6 +424,9 @@ pub struct Arena {
     /// `SampleWord` of each ring entry (owner only).
     ring_words: [Cell<u64>; RING],
     ring_next: Cell<usize>,
+    /// Bit `i` set: `ring[i]` may hold a block (a superset: frees clear entries on their own),
+    /// so that a sweep looks only at those.
+    ring_used: Cell<u32>,
     /// Markers mode: regions of this arena allocate through the predictor.
     predicting: Cell<bool>,
     /// Markers mode: regions in a row that left more live bytes behind than they found, and
@@ -587,6 +591,7 @@ impl Arena {
             ring: [const { AtomicUsize::new(0) }; RING],
             ring_words: [const { Cell::new(0) }; RING],
             ring_next: Cell::new(0),
+            ring_used: Cell::new(0),
             predicting: Cell::new(false),
             escaping_regions: Cell::new(0),
             clean_regions: Cell::new(0),
@@ -1691,9 +1696,13 @@ impl Arena {
         self.remote_balance.load(Ordering::Relaxed)
     }
 
+    /// The largest of the last `PEAK_HISTORY` peaks, once there are that many (the resize
+    /// policy looks at it only then; 0 before). A fixed-size loop: no branch per entry.
     fn recent_peak_max(&self) -> usize {
-        let n = self.peaks_seen.get().min(PEAK_HISTORY);
-        (0..n).map(|i| self.peaks[i].get()).max().unwrap_or(0)
+        if self.peaks_seen.get() < PEAK_HISTORY {
+            return 0;
+        }
+        self.peaks.iter().fold(0, |m, p| m.max(p.get()))
     }
 
     /// Gives back to the kernel every resident granule in `[from, committed_end)` that holds no
@@ -2045,6 +2054,7 @@ impl Arena {
         if slot.is_some() {
             self.ring_words[i].set(w.0);
             self.ring[i].store(p, Ordering::Release);
+            self.ring_used.set(self.ring_used.get() | 1 << i);
         }
         let hdr = (p - HEADER) as *mut usize;
         // SAFETY: `p` was just handed out by this arena: its 16-byte header is ours to write.
@@ -2082,9 +2092,17 @@ impl Arena {
     #[cold]
     #[inline(never)]
     fn sweep(&self) {
-        for i in 0..RING {
+        let mut used = self.ring_used.get();
+        let mut still = 0;
+        while used != 0 {
+            let i = used.trailing_zeros() as usize;
+            used &= used - 1;
             self.judge_ring_entry(i);
+            if self.ring[i].load(Ordering::Relaxed) != 0 {
+                still |= 1 << i;
+            }
         }
+        self.ring_used.set(still);
         let next = self.alloc_clock.get() + (self.lap_bytes() / 4).max(SWEEP_MIN as u64);
         self.next_sweep.set(next);
     }
