@@ -1446,7 +1446,7 @@ impl Arena {
             None => return false,
         };
         let new_top = align_up(end, MIN_ALIGN);
-        if !is_last || new_top > self.run_end.get().min(self.cap_end.get()) {
+        if !is_last || new_top > self.slot_end || !self.extend_for_growth(new_top) {
             return false;
         }
         let old_last = self.granule(p + old_size - 1);
@@ -1465,6 +1465,35 @@ impl Arena {
         unsafe { *hdr = header_word(new_size, word_tag(*hdr)) };
         self.top.set(new_top);
         self.debug_check();
+        true
+    }
+
+    /// The last block of the run grows to `new_top`: extends the run over free granules (and
+    /// commits memory) as an allocation would, so that a buffer grown step by step stays where
+    /// it is instead of being copied into fresh memory at every step. False when the run cannot
+    /// reach `new_top` (a pinned granule, the end of the slot, the memory bound).
+    fn extend_for_growth(&self, new_top: usize) -> bool {
+        if new_top > self.run_end.get() {
+            self.pending_bytes.set(new_top - self.top.get());
+            loop {
+                match self.extend_run(new_top) {
+                    Ok(()) => break,
+                    Err(Stop::Uncommitted) if self.grow_commit(new_top) => {}
+                    Err(_) => return false,
+                }
+            }
+        }
+        if new_top > self.cap_end.get() {
+            if self.recycle {
+                // Process mode: the capacity follows the committed memory (as in alloc_slow).
+                self.overflow_allocs.add(1);
+                self.set_capacity_end(self.committed_end.get());
+            } else if !self.overflowing.load(Ordering::Relaxed) {
+                self.overflow_base.set(self.region_allocs.get());
+                self.overflowing.store(true, Ordering::Relaxed);
+                self.update_limit();
+            }
+        }
         true
     }
 

@@ -895,3 +895,33 @@ fn calloc_clears_memory_the_kernel_would_not_give_back() {
     assert_eq!(dirty, 0, "alloc_zeroed returned {dirty} non-zero bytes");
     a.check_invariants().unwrap();
 }
+
+#[test]
+fn a_buffer_grown_step_by_step_stays_where_it_is() {
+    // realloc growth of the run's last block extends the run (committing memory as needed)
+    // instead of copying the block into fresh memory at every step.
+    for recycle in [false, true] {
+        let a = arena(ArenaConfig {
+            initial_capacity: GRANULE,
+            recycle,
+            ..Default::default()
+        });
+        let p = alloc(a, 1000, 16);
+        // SAFETY: a fresh block of 1000 bytes.
+        unsafe { p.write_bytes(7, 1000) };
+        let mut size = 1000;
+        while size < 8 << 20 {
+            let next = size + 64 * 1024;
+            // SAFETY: owner thread; `p` is live.
+            assert!(unsafe { a.try_resize_in_place(p, next) }, "growth to {next} moved");
+            // SAFETY: the block now has `next` bytes.
+            unsafe { p.add(size).write_bytes(7, next - size) };
+            size = next;
+            a.check_invariants().unwrap();
+        }
+        // SAFETY: `size` bytes of the block, all written.
+        assert!(unsafe { std::slice::from_raw_parts(p, size) }.iter().all(|&x| x == 7));
+        free(a, p);
+        a.reset();
+    }
+}
