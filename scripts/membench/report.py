@@ -24,6 +24,7 @@ OWN = [
     ("lru", "regions_per_s", "lru: k regions/s", True),
     ("phase", "rss_after_kib", "phase: RSS after steady work, MiB", False),
     ("phase", "steady_ops_per_s", "phase: steady k ops/s", True),
+    ("grow", "steps_per_s", "grow: k realloc steps/s", True),
 ]
 
 
