@@ -787,24 +787,16 @@ impl Arena {
     fn flush_uncounted(&self) {
         let (unc, top) = (self.uncounted.get(), self.top.get());
         if unc != top {
-            // Closed first: what the walk may trigger (a look at the bound) flushes again.
+            self.count_range(unc, top);
             self.uncounted.set(top);
-            let freed = self.count_range(unc, top);
-            if freed >= GRANULE {
-                // The owner's frees in the range never touched the counts: they empty granules
-                // now, as counted frees would have (see `granules_emptied`).
-                self.granules_emptied(freed / GRANULE, unc);
-            }
         }
     }
 
     /// Walks `[from, to)`, the uncounted range, and puts the units of every block in it on the
-    /// granules, but those of blocks their owner freed (which were never counted). Returns the
-    /// bytes of those.
+    /// granules, but those of blocks their owner freed (which were never counted).
     #[cold]
     #[inline(never)]
-    fn count_range(&self, from: usize, to: usize) -> usize {
-        let mut freed = 0;
+    fn count_range(&self, from: usize, to: usize) {
         let mut a = from;
         while a < to {
             // SAFETY: a header in the uncounted range, in committed memory. Atomic: another
@@ -822,13 +814,10 @@ impl Arena {
                 unsafe { self.count_units(a, end) };
                 self.live_local_bytes
                     .add((align_up(end, MIN_ALIGN) - a) as u64);
-            } else {
-                freed += align_up(end, MIN_ALIGN) - a;
             }
             a = align_up(end, MIN_ALIGN);
         }
         debug_assert_eq!(a, to, "the uncounted range does not end at top");
-        freed
     }
 
     /// Calls `f(header, end, live)` for every block of the uncounted range, without counting
