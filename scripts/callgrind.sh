@@ -1,17 +1,53 @@
 #!/usr/bin/env bash
-# Instructions per alloc+free pair (80 bytes), counted by callgrind: repeatable on a noisy
-# machine. Each figure is (total at N pairs - total at 0 pairs) / N, so start-up cancels out.
+# Instruction counts (callgrind): repeatable on a noisy machine. Each figure is
+# (total at N - total at 0) / N, so start-up and warm-up cancel out.
+#   1. Rust: one 80-byte alloc+free pair through ResizeAlloc in a region, outside, System, and
+#      bumpalo (alloc only): examples/hotpath.rs.
+#   2. C under LD_PRELOAD: the patterns of scripts/callgrind_ops.c under libresizealloc.so, the
+#      ideal interposer (scripts/bench_ideal.c), glibc and, for "outside", the bare forwarder
+#      (and RESIZEALLOC_REGION=off). BASELINE_SO=path adds an older libresizealloc.so as "before".
 set -euo pipefail
 cd "$(dirname "$0")/.."
 command -v valgrind >/dev/null || { echo "valgrind missing: apt-get install valgrind"; exit 1; }
 cargo build -q --release --example hotpath
+cargo build -q --release -p resizealloc-preload
+OUT=target/callgrind
+mkdir -p "$OUT"
 BIN=target/release/examples/hotpath
-N=200000
 count() {
-  valgrind --tool=callgrind --callgrind-out-file=/dev/null "$BIN" "$1" "$2" 2>&1 | awk '/Collected/ {print $4}'
+  valgrind --tool=callgrind --trace-children=yes --callgrind-out-file=/dev/null "$@" 2>&1 | awk '/Collected/ {print $4}'
+}
+per() { # per N cmd... : instructions per operation
+  local n=$1; shift
+  local a b
+  a=$(count "$@" 0); b=$(count "$@" "$n")
+  awk -v a="$a" -v b="$b" -v n="$n" 'BEGIN { printf "%.0f", (b - a) / n }'
 }
 printf '%-10s %s\n' allocator "instructions per alloc+free pair (bumpalo: alloc only)"
 for mode in region outside system bumpalo; do
-  a=$(count "$mode" 0); b=$(count "$mode" "$N")
-  awk -v a="$a" -v b="$b" -v n="$N" -v m="$mode" 'BEGIN { printf "%-10s %.1f\n", m, (b - a) / n }'
+  a=$(count "$BIN" "$mode" 0); b=$(count "$BIN" "$mode" 200000)
+  awk -v a="$a" -v b="$b" -v n=200000 -v m="$mode" 'BEGIN { printf "%-10s %.1f\n", m, (b - a) / n }'
+done
+
+OPS=$OUT/callgrind_ops
+gcc -std=gnu11 -O2 -Wall -pthread -o "$OPS" scripts/callgrind_ops.c -ldl -lm
+gcc -O2 -shared -fPIC -o "$OUT/libideal.so" scripts/bench_ideal.c -ldl
+gcc -O2 -shared -fPIC -o "$OUT/libforwarder.so" scripts/bench_forwarder.c -ldl
+SO=$PWD/target/release/libresizealloc.so
+echo
+echo "C under LD_PRELOAD: instructions per operation (per block for lifo64, mixed, first, remote)"
+hdr="| pattern | resizealloc |"; sep="|---|---:|"
+[[ -n ${BASELINE_SO:-} ]] && { hdr="$hdr before |"; sep="$sep---:|"; }
+echo "$hdr ideal | glibc | other |"; echo "$sep---:|---:|---|"
+for pat in pair lifo64 mixed calloc realloc first remote outside; do
+  n=50000; [[ $pat == mixed ]] && n=12800
+  row="| $pat | $(per $n env LD_PRELOAD="$SO" "$OPS" $pat) |"
+  [[ -n ${BASELINE_SO:-} ]] && row="$row $(per $n env LD_PRELOAD="$BASELINE_SO" "$OPS" $pat) |"
+  row="$row $(per $n env LD_PRELOAD="$PWD/$OUT/libideal.so" "$OPS" $pat) | $(per $n "$OPS" $pat) |"
+  if [[ $pat == outside ]]; then
+    row="$row forwarder $(per $n env LD_PRELOAD="$PWD/$OUT/libforwarder.so" "$OPS" $pat), REGION=off $(per $n env LD_PRELOAD="$SO" RESIZEALLOC_REGION=off "$OPS" $pat) |"
+  else
+    row="$row |"
+  fi
+  echo "$row"
 done

@@ -64,6 +64,8 @@ pub const MAX_CHECKPOINTS: usize = 32;
 /// that the fast free checks and flips the tag with 16-bit operations. Sizes fit: no arena is
 /// larger than 64 GiB.
 const TAG_BITS: u32 = 16;
+// The fast frees write the tag alone, as the header word's low 16 bits.
+const _: () = assert!(cfg!(target_endian = "little"), "the fast free writes the tag as a u16");
 const TAG_MASK: usize = (1 << TAG_BITS) - 1;
 const TAG_LIVE: usize = 0xA110;
 /// A live block sampled by the lifetime predictor: the header's second word holds its
@@ -1266,8 +1268,9 @@ impl Arena {
             if word_tag(word) != TAG_LIVE {
                 return false; // sampled, or a double free: the slow path tells
             }
-            // SAFETY: as above; flips its tag to freed for double-free detection.
-            unsafe { *(hdr as *mut usize) = word ^ (TAG_LIVE ^ TAG_FREED) };
+            // SAFETY: as above; marks it freed for double-free detection (the tag is the header
+            // word's low 16 bits).
+            unsafe { *(hdr as *mut u16) = TAG_FREED as u16 };
             self.pending.set(0);
             // The block ends at `top` (rounded up): see `pending`.
             self.live_local_bytes.sub((self.top.get() - hdr) as u64);
@@ -1285,8 +1288,9 @@ impl Arena {
         if word_tag(word) != TAG_LIVE {
             return false;
         }
-        // SAFETY: a validated live header; flips its tag to freed for double-free detection.
-        unsafe { *(hdr as *mut usize) = word ^ (TAG_LIVE ^ TAG_FREED) };
+        // SAFETY: a validated live header; marks it freed for double-free detection (the tag is
+        // the header word's low 16 bits).
+        unsafe { *(hdr as *mut u16) = TAG_FREED as u16 };
         // SAFETY: a live block of this arena, on the owner thread.
         let emptied = unsafe { self.uncount_block(hdr, p + size) };
         if !self.lifo_release(hdr, p + size) && emptied != 0 {
