@@ -64,8 +64,10 @@ pub const MAX_CHECKPOINTS: usize = 32;
 /// that the fast free checks and flips the tag with 16-bit operations. Sizes fit: no arena is
 /// larger than 64 GiB.
 const TAG_BITS: u32 = 16;
-// The fast frees write the tag alone, as the header word's low 16 bits.
-const _: () = assert!(cfg!(target_endian = "little"), "the fast free writes the tag as a u16");
+const _: () = assert!(
+    cfg!(target_endian = "little"),
+    "the fast free writes the tag as a u16"
+);
 const TAG_MASK: usize = (1 << TAG_BITS) - 1;
 const TAG_LIVE: usize = 0xA110;
 /// A live block sampled by the lifetime predictor: the header's second word holds its
@@ -76,6 +78,11 @@ const TAG_SAMPLED: usize = 0xA111;
 const ORPHANED: u64 = 1 << 63;
 const ORPHANED_SEEN: u64 = 1 << 62;
 const TAG_FREED: usize = 0xF4EE;
+/// A block another thread freed. Its units may be on the remote counts already, so a walk of
+/// the uncounted range counts it like a live one (see `uncounted`).
+const TAG_FREED_REMOTE: usize = 0xF4EF;
+/// Not a block: alignment padding of `size` bytes in the uncounted range, which a walk skips.
+const TAG_GAP: usize = 0x6A90;
 
 /// The header word of a block of `size` bytes in state `tag`.
 #[inline(always)]
@@ -324,13 +331,16 @@ pub struct Arena {
     /// `cross` biased the same way.
     cross_by_addr: *mut u32,
     run_start: Cell<usize>,
-    /// Header of the last block the fast path handed out, not counted yet (0: none; the fast
-    /// free compares a freed block's header with it, and no block of ours or of the next
-    /// allocator has its header at address 0). Its
-    /// units go on its granules when the next block is handed out or before anything looks at
-    /// the counts (`flush_pending`); freed first, as in a LIFO loop, it is never counted at all.
-    /// When not 0, the block ends at `top` (rounded) and lies in the current run.
-    pending: Cell<usize>,
+    /// Start of the uncounted range `[uncounted, top)`: the blocks the fast path handed out
+    /// since anything last looked at the counts. Their units go on their granules only when
+    /// something does (`flush_uncounted`, a walk of the range); a block freed by its owner
+    /// before that only has its tag flipped and is never counted, and the last one also gives
+    /// its memory back to the bump pointer (a LIFO loop never counts anything). Invariant:
+    /// `run_start <= uncounted <= top`, or `uncounted == top`; the range holds only fast-path
+    /// blocks and gap headers (`TAG_GAP`), each followed by the next up to `top`.
+    uncounted: Cell<usize>,
+    /// Bytes of owner frees in walked ranges not yet reported to `granules_emptied`.
+    uncounted_freed: Cell<usize>,
     /// Highest `top` seen in this outermost region (absolute address); the peak is
     /// `peak_top - origin`.
     peak_top: Cell<usize>,
@@ -341,7 +351,8 @@ pub struct Arena {
     plausible_slots: AtomicUsize,
     committed_bytes: OwnerCounter,
     region_allocs: OwnerCounter,
-    /// Bytes (headers included, sizes rounded up to 16) of blocks allocated minus blocks freed by the owner; minus
+    /// Bytes (headers included, sizes rounded up to 16) of counted blocks allocated minus
+    /// blocks freed by the owner (the uncounted range is not in it until it is counted); minus
     /// `remote_bytes` it is the arena's live bytes (the memory bound's measure).
     live_local_bytes: OwnerCounter,
     slot_base: usize,
@@ -541,7 +552,8 @@ impl Arena {
             local_by_addr: local.wrapping_sub(slot_base >> GRANULE_SHIFT),
             cross_by_addr: cross.wrapping_sub(slot_base >> GRANULE_SHIFT),
             run_start: Cell::new(data_start),
-            pending: Cell::new(0),
+            uncounted: Cell::new(data_start),
+            uncounted_freed: Cell::new(0),
             peak_top: Cell::new(data_start),
             data_start,
             plausible_slots: AtomicUsize::new(0),
@@ -682,25 +694,31 @@ impl Arena {
         // 2^47, so `p` cannot wrap; an alignment beyond the slot makes `p` exceed the limit, and
         // so does a size beyond the slot (the first test, which a constant size folds away,
         // keeps `end` from wrapping).
+        let top = self.top.get();
         let p = if align <= MIN_ALIGN {
-            self.top.get() + HEADER
+            top + HEADER
         } else {
-            (self.top.get() + HEADER + align - 1) & !(align - 1)
+            (top + HEADER + align - 1) & !(align - 1)
         };
         let end = p.wrapping_add(size);
         if size > MAX_SLOT || end > self.limit.get() {
             return ptr::null_mut();
         }
         let hdr = p - HEADER;
-        self.flush_pending();
+        if align > MIN_ALIGN && hdr != top {
+            // Alignment padding: a walk of the uncounted range must be able to step over it.
+            // SAFETY: `[top, hdr)` is at least 16 bytes of the checked run ahead of the bump
+            // pointer.
+            unsafe { (top as *mut usize).write(header_word(hdr - top, TAG_GAP)) };
+        }
         let new_top = align_up(end, MIN_ALIGN);
+        // The block joins the uncounted range `[uncounted, top)` just by moving `top`.
         self.top.set(new_top);
         // SAFETY: `[hdr, end)` lies in `[top, limit)`, which the invariants say is committed and
         // unused.
         unsafe { (hdr as *mut usize).write(header_word(size, TAG_LIVE)) };
-        self.pending.set(hdr);
         self.region_allocs.add(1);
-        self.live_local_bytes.add((new_top - hdr) as u64);
+        // Its bytes join `live_local_bytes` when it is counted (`count_range`).
         self.debug_check();
         let p = p as *mut u8;
         if p.is_null() {
@@ -732,8 +750,8 @@ impl Arena {
         p
     }
 
-    /// The fast path of `realloc` for the last block handed out (the pending one): it grows or
-    /// shrinks where it is, with nothing to recount. False, having changed nothing, for any
+    /// The fast path of `realloc` for the last block handed out, when it is still uncounted: it
+    /// grows or shrinks where it is, with nothing to recount. False, having changed nothing, for any
     /// other block or when the run has no room; the caller then takes the general path.
     ///
     /// # Safety
@@ -742,20 +760,23 @@ impl Arena {
     #[inline(always)]
     pub unsafe fn try_resize_last(&self, p: *mut u8, new_size: usize) -> bool {
         let hdr = (p as usize).wrapping_sub(HEADER);
-        if hdr != self.pending.get() {
-            return false;
+        let (top, unc) = (self.top.get(), self.uncounted.get());
+        if hdr.wrapping_sub(unc) >= top - unc {
+            return false; // not an uncounted block of ours
         }
-        // SAFETY: the pending header is one of our blocks, in committed memory.
+        // SAFETY: `hdr` lies in the uncounted range of our committed run: a block's header.
         let word = unsafe { *(hdr as *const usize) };
         let new_top = align_up(p as usize + new_size.min(MAX_SLOT), MIN_ALIGN);
-        if word_tag(word) != TAG_LIVE || new_size > MAX_SLOT || new_top > self.limit.get() {
+        if word_tag(word) != TAG_LIVE
+            || align_up(p as usize + word_size(word), MIN_ALIGN) != top
+            || new_size > MAX_SLOT
+            || new_top > self.limit.get()
+        {
             return false;
         }
-        let top = self.top.get();
         if new_top < top {
             self.note_peak();
         }
-        self.live_local_bytes.add(new_top.wrapping_sub(top) as u64);
         self.top.set(new_top);
         // SAFETY: as above; the block is ours and live.
         unsafe { *(hdr as *mut usize) = header_word(new_size, TAG_LIVE) };
@@ -763,35 +784,86 @@ impl Arena {
         true
     }
 
-    /// Counts the pending block, if there is one (see `pending`). Every owner operation but the
-    /// fast paths calls it before it looks at or changes the counts or the run.
+    /// Counts the uncounted range (see `uncounted`). Every owner operation but the fast paths
+    /// calls it before it looks at or changes the counts or the run.
     #[inline(always)]
-    fn flush_pending(&self) {
-        let hdr = self.pending.get();
-        if hdr != 0 {
-            self.pending.set(0);
-            // SAFETY: the header of a block this arena handed out, in committed memory (it is
-            // live or was freed by another thread: its size bits stay). Atomic: another thread
-            // may be freeing it (it writes the tag atomically).
-            let word = unsafe { (*(hdr as *const AtomicUsize)).load(Ordering::Relaxed) };
-            // SAFETY: the block's units were never put on its granules.
-            unsafe { self.count_units(hdr, hdr + HEADER + word_size(word)) };
+    fn flush_uncounted(&self) {
+        let (unc, top) = (self.uncounted.get(), self.top.get());
+        if unc != top {
+            // Closed first: what the walk may trigger (a look at the bound) flushes again.
+            self.uncounted.set(top);
+            let freed = self.uncounted_freed.get() + self.count_range(unc, top);
+            if freed >= GRANULE {
+                // The owner's frees in the range never touched the counts: they empty granules
+                // now, as counted frees would have (see `granules_emptied`), a granule's worth
+                // at a time (ranges are often shorter than a granule).
+                self.uncounted_freed.set(freed % GRANULE);
+                self.granules_emptied(freed / GRANULE, unc);
+            } else {
+                self.uncounted_freed.set(freed);
+            }
         }
     }
 
-    /// The granules the pending block's units will go on, as `(first, last)` granule indices
-    /// (tests and invariant checks, which must not flush it).
-    fn pending_span(&self) -> Option<(usize, usize)> {
-        let hdr = self.pending.get();
-        if hdr == 0 {
-            return None;
+    /// Walks `[from, to)`, the uncounted range, and puts the units of every block in it on the
+    /// granules, but those of blocks their owner freed (which were never counted). Returns the
+    /// bytes of those.
+    #[cold]
+    #[inline(never)]
+    fn count_range(&self, from: usize, to: usize) -> usize {
+        let mut freed = 0;
+        let mut a = from;
+        while a < to {
+            // SAFETY: a header in the uncounted range, in committed memory. Atomic: another
+            // thread may be freeing that block (it writes the tag atomically).
+            let word = unsafe { (*(a as *const AtomicUsize)).load(Ordering::Relaxed) };
+            let tag = word_tag(word);
+            if tag == TAG_GAP {
+                a += word_size(word);
+                continue;
+            }
+            let end = a + HEADER + word_size(word);
+            if tag != TAG_FREED {
+                // Live, sampled, or freed by another thread (whose units and bytes cancel these).
+                // SAFETY: the block's units were never put on its granules.
+                unsafe { self.count_units(a, end) };
+                self.live_local_bytes
+                    .add((align_up(end, MIN_ALIGN) - a) as u64);
+            } else {
+                freed += align_up(end, MIN_ALIGN) - a;
+            }
+            a = align_up(end, MIN_ALIGN);
         }
-        // SAFETY: as in `flush_pending`.
-        let word = unsafe { (*(hdr as *const AtomicUsize)).load(Ordering::Relaxed) };
-        Some((
-            self.granule(hdr),
-            self.granule(hdr + HEADER + word_size(word) - 1),
-        ))
+        debug_assert_eq!(a, to, "the uncounted range does not end at top");
+        freed
+    }
+
+    /// Calls `f(header, end, live)` for every block of the uncounted range, without counting
+    /// anything (tests and invariant checks, which must not change the arena); `live` is false
+    /// for blocks freed since. None when the range is not well formed.
+    fn for_each_uncounted(&self, mut f: impl FnMut(usize, usize, bool)) -> Option<()> {
+        let (mut a, top) = (self.uncounted.get(), self.top.get());
+        while a < top {
+            // SAFETY: as in `count_range`.
+            let word = unsafe { (*(a as *const AtomicUsize)).load(Ordering::Relaxed) };
+            let tag = word_tag(word);
+            if tag == TAG_GAP {
+                if word_size(word) == 0 {
+                    return None;
+                }
+                a += word_size(word);
+                continue;
+            }
+            let end = a + HEADER + word_size(word);
+            match tag {
+                TAG_LIVE | TAG_SAMPLED => f(a, end, true),
+                TAG_FREED_REMOTE => f(a, end, false),
+                TAG_FREED => {}
+                _ => return None,
+            }
+            a = align_up(end, MIN_ALIGN);
+        }
+        (a == top).then_some(())
     }
 
     /// Writes the header of the block `[hdr + HEADER, end)` and counts it: a unit on its first
@@ -806,6 +878,9 @@ impl Arena {
         unsafe { (hdr as *mut usize).write(header_word(end - hdr - HEADER, TAG_LIVE)) };
         // SAFETY: caller's obligation.
         unsafe { self.count_units(hdr, end) };
+        // The caller flushed the uncounted range before: this block is counted, so it is not in
+        // it (nor is any padding before it).
+        self.uncounted.set(self.top.get());
         self.region_allocs.add(1);
         self.live_local_bytes
             .add((align_up(end, MIN_ALIGN) - hdr) as u64);
@@ -891,7 +966,7 @@ impl Arena {
     #[cold]
     #[inline(never)]
     pub fn alloc_slow(&self, size: usize, align: usize) -> *mut u8 {
-        self.flush_pending();
+        self.flush_uncounted();
         if !align.is_power_of_two() {
             return ptr::null_mut();
         }
@@ -1036,6 +1111,7 @@ impl Arena {
         self.run_start.set(at);
         self.run_end.set(at);
         self.top.set(at);
+        self.uncounted.set(at);
         self.zero_from.set(at);
         self.update_limit();
     }
@@ -1190,7 +1266,7 @@ impl Arena {
         let word = unsafe { *hdr };
         // TAG_LIVE and TAG_SAMPLED differ in the low bit only.
         if word_tag(word) | 1 != TAG_SAMPLED {
-            bad_free(word_tag(word) == TAG_FREED);
+            bad_free(word_tag(word) | 1 == TAG_FREED_REMOTE);
         }
         (hdr, word_size(word))
     }
@@ -1255,27 +1331,29 @@ impl Arena {
     ///
     /// # Safety
     /// Called by the owner thread. `p` is null, a live block of this arena, or any address at
-    /// or above 4 KiB that this arena does not own (only the pending block's header is read
-    /// without a range check, and no such address matches it).
+    /// or above 4 KiB that this arena does not own.
     #[inline(always)]
     pub unsafe fn try_free_local_fast(&self, p: *mut u8) -> bool {
         let p = p as usize;
         let hdr = p.wrapping_sub(HEADER);
-        if hdr == self.pending.get() {
-            // The last block handed out, not counted yet: the bump pointer takes it back.
-            // SAFETY: the pending header is one of our blocks, in committed memory.
+        let (top, unc) = (self.top.get(), self.uncounted.get());
+        if hdr.wrapping_sub(unc) < top - unc {
+            // A block handed out since the counts were last looked at: it was never counted, so
+            // freeing it is a tag flip, and the last one goes back to the bump pointer.
+            // SAFETY: `hdr` lies in the uncounted range of our committed run: a block's header.
             let word = unsafe { *(hdr as *const usize) };
             if word_tag(word) != TAG_LIVE {
                 return false; // sampled, or a double free: the slow path tells
             }
-            // SAFETY: as above; marks it freed for double-free detection (the tag is the header
-            // word's low 16 bits).
+            // SAFETY: as above; marks it freed for double-free detection (and so that the walk
+            // does not count it): the tag is the header word's low 16 bits (little endian).
             unsafe { *(hdr as *mut u16) = TAG_FREED as u16 };
-            self.pending.set(0);
-            // The block ends at `top` (rounded up): see `pending`.
-            self.live_local_bytes.sub((self.top.get() - hdr) as u64);
-            self.note_peak();
-            self.top.set(hdr);
+            if align_up(p + word_size(word), MIN_ALIGN) == top {
+                if top > self.peak_top.get() {
+                    self.peak_top.set(top);
+                }
+                self.top.set(hdr);
+            }
             self.debug_check();
             return true;
         }
@@ -1289,7 +1367,7 @@ impl Arena {
             return false;
         }
         // SAFETY: a validated live header; marks it freed for double-free detection (the tag is
-        // the header word's low 16 bits).
+        // the header word's low 16 bits, little endian).
         unsafe { *(hdr as *mut u16) = TAG_FREED as u16 };
         // SAFETY: a live block of this arena, on the owner thread.
         let emptied = unsafe { self.uncount_block(hdr, p + size) };
@@ -1320,7 +1398,10 @@ impl Arena {
         };
         self.live_local_bytes
             .sub((align_up(end, MIN_ALIGN) - hdr) as u64);
-        (last - first) + (left == 0) as usize
+        // A granule that reaches into the uncounted range may hold blocks not counted yet: it
+        // is not empty for this purpose (its emptiness is reported when the range is walked).
+        let last_empty = left == 0 && (last + 1) << GRANULE_SHIFT <= self.uncounted.get();
+        (last - first) + last_empty as usize
     }
 
     /// LIFO: when the block `[hdr, end)` is the most recent one of the current run, its memory
@@ -1330,6 +1411,8 @@ impl Arena {
         if align_up(end, MIN_ALIGN) == self.top.get() && hdr >= self.run_start.get() {
             self.note_peak();
             self.top.set(hdr);
+            // A counted block ended at `top`, so the uncounted range was empty.
+            self.uncounted.set(hdr);
             return true;
         }
         false
@@ -1338,7 +1421,7 @@ impl Arena {
     #[cold]
     #[inline(never)]
     unsafe fn free_local_slow(&self, p: *mut u8) {
-        self.flush_pending();
+        self.flush_uncounted();
         let p = p as usize;
         if !self.plausible(p) {
             bad_free(false);
@@ -1379,7 +1462,8 @@ impl Arena {
         // SAFETY: validated live header; only this thread frees this block. Atomic, because the
         // owner may read the tag of a crossing block at any time (`crossing_last`).
         unsafe {
-            (*(hdr as *const AtomicUsize)).store(header_word(size, TAG_FREED), Ordering::Release)
+            (*(hdr as *const AtomicUsize))
+                .store(header_word(size, TAG_FREED_REMOTE), Ordering::Release)
         };
         let first = self.granule(p - HEADER);
         let last = self.granule(p + size - 1);
@@ -1407,7 +1491,7 @@ impl Arena {
     /// # Safety
     /// Called by the owner thread; `p` is a live block of this arena.
     pub unsafe fn try_resize_in_place(&self, p: *mut u8, new_size: usize) -> bool {
-        self.flush_pending();
+        self.flush_uncounted();
         let p = p as usize;
         // SAFETY: caller's obligation.
         let (hdr, old_size) = unsafe { self.header_of(p) };
@@ -1433,6 +1517,7 @@ impl Arena {
             {
                 self.note_peak();
                 self.top.set(align_up(p + new_size, MIN_ALIGN));
+                self.uncounted.set(self.top.get()); // flushed above: nothing is uncounted
             }
             self.live_local_bytes
                 .add(align_up(new_size, MIN_ALIGN) as u64);
@@ -1468,6 +1553,7 @@ impl Arena {
         // SAFETY: validated header; the tag (plain or sampled) stays.
         unsafe { *hdr = header_word(new_size, word_tag(*hdr)) };
         self.top.set(new_top);
+        self.uncounted.set(new_top); // flushed above: the grown block is counted
         self.debug_check();
         true
     }
@@ -1525,7 +1611,7 @@ impl Arena {
     /// the nested region used. The bump pointer moves to the next granule boundary, so that
     /// "everything the nested region allocated is freed" is a granule count check.
     pub fn push_checkpoint(&self) {
-        self.flush_pending();
+        self.flush_uncounted();
         let depth = self.checkpoint_depth.get();
         self.checkpoint_depth.set(depth + 1);
         if depth < MAX_CHECKPOINTS {
@@ -1535,6 +1621,7 @@ impl Arena {
             });
             // `run_end` is granule aligned and `top <= run_end`, so this stays within the run.
             self.top.set(align_up(self.top.get(), GRANULE));
+            self.uncounted.set(self.top.get());
         }
         self.debug_check();
     }
@@ -1542,7 +1629,7 @@ impl Arena {
     /// A nested region ends: if everything it allocated was freed, the bump pointer goes back to
     /// the checkpoint. Otherwise the memory stays in use and is reclaimed at the outermost end.
     pub fn pop_checkpoint(&self) {
-        self.flush_pending();
+        self.flush_uncounted();
         let depth = self.checkpoint_depth.get();
         if depth == 0 {
             return;
@@ -1566,6 +1653,7 @@ impl Arena {
             addr += GRANULE;
         }
         self.top.set(cp.top);
+        self.uncounted.set(cp.top);
         self.debug_check();
     }
 
@@ -1578,7 +1666,7 @@ impl Arena {
     /// * unless the room left before the capacity end is smaller than the last peak: then back
     ///   to the start, skipping pinned granules (a lap, as in a ring buffer).
     pub fn reset(&self) {
-        self.flush_pending();
+        self.flush_uncounted();
         self.settle_overflow();
         // What the region needed: the span its bump pointer covered, less the granules it had to
         // jump over (pinned by escapes), plus what spilled. Planning for the jumps would let
@@ -1647,6 +1735,7 @@ impl Arena {
             // have cut the run's committed tail, never below a live granule, so never below
             // resume's granule).
             self.top.set(resume);
+            self.uncounted.set(resume); // flushed above
             let mut run_end = self.run_end.get().min(self.committed_end.get());
             if shrunk {
                 run_end = run_end.min(self.cap_end.get());
@@ -1663,6 +1752,7 @@ impl Arena {
             self.run_start.set(resume);
             self.run_end.set(resume);
             self.top.set(resume);
+            self.uncounted.set(resume);
             self.zero_from.set(resume);
             self.update_limit();
         }
@@ -1687,7 +1777,7 @@ impl Arena {
     /// Where the next region may start: `data_start` when no block up to `top` is live,
     /// `top` when top's own granule is pinned, else the granule after the highest pinned one.
     fn resume_point(&self) -> usize {
-        self.flush_pending();
+        self.flush_uncounted();
         let top = self.top.get();
         if top == self.data_start || self.live_bytes() == 0 {
             return self.data_start; // nothing live anywhere: no need to look
@@ -1711,8 +1801,9 @@ impl Arena {
         }
     }
 
-    /// Bytes of this arena's live blocks, headers included (any thread; exact on the owner
-    /// thread up to remote frees in flight, which only lower it).
+    /// Bytes of this arena's live blocks, headers included (any thread). Exact on the owner
+    /// thread once the uncounted range is counted (every slow path and region end does that
+    /// first); in between it leaves out the blocks the fast path handed out since.
     pub fn live_bytes(&self) -> u64 {
         let balance = self.remote_balance.load(Ordering::Acquire);
         if balance >= ORPHANED_SEEN {
@@ -1742,7 +1833,7 @@ impl Arena {
     /// live block, except those in `[keep_lo, keep_hi)`, and decommits the free tail past the
     /// last granule kept (never below the current run or the capacity).
     fn give_back(&self, from: usize, keep_lo: usize, keep_hi: usize) {
-        self.flush_pending();
+        self.flush_uncounted();
         let committed_end = self.committed_end.get();
         let mut last_kept_end = from;
         let mut batch_from: Option<usize> = None;
@@ -1828,7 +1919,7 @@ impl Arena {
     /// Gives back every free granule outside the current run. Called by the user's trim
     /// (`malloc_trim`, `resizealloc::trim`).
     pub fn trim(&self) {
-        self.flush_pending();
+        self.flush_uncounted();
         let keep_lo = self.run_start.get() & !(GRANULE - 1);
         self.give_back(self.data_start, keep_lo, self.run_end.get());
         self.debug_check();
@@ -1971,7 +2062,7 @@ impl Arena {
     #[cold]
     #[inline(never)]
     fn look_at_bound(&self) {
-        self.flush_pending();
+        self.flush_uncounted();
         self.emptied_left
             .set((self.resident() / 4).max(EMPTIED_MIN));
         self.turned_away.set(0);
@@ -2227,7 +2318,7 @@ impl Arena {
     /// The owner thread is exiting. Returns `true` when nothing is live: the caller must then
     /// release the slot. Otherwise the last remote free does (see [`Arena::free_remote`]).
     pub fn orphan(&self) -> bool {
-        self.flush_pending();
+        self.flush_uncounted();
         // Keep only the granules surviving blocks touch.
         self.give_back(self.data_start, 0, 0);
         self.orphaned.store(true, Ordering::Release);
@@ -2265,34 +2356,32 @@ impl Arena {
         }
     }
 
-    /// Units on the granule holding `addr`, the pending block's included (tests and invariant
-    /// checks).
+    /// Units on the granule holding `addr`, the uncounted blocks' included (tests and
+    /// invariant checks).
     pub fn live_at(&self, addr: usize) -> u64 {
         self.units(self.granule(addr))
     }
 
-    /// `live(g)` plus the units the pending block will put on `g` (observation only: it does
+    /// `live(g)` plus the units the uncounted blocks will put on `g` (observation only: it does
     /// not flush, so that checking the invariants changes nothing).
     fn units(&self, g: usize) -> u64 {
-        let pending = match self.pending_span() {
-            Some((first, last)) => (first == g) as u64 + (last == g) as u64,
-            None => 0,
-        };
-        self.live(g).wrapping_add(pending)
+        let mut extra = 0u64;
+        self.for_each_uncounted(|hdr, end, _| {
+            extra += (self.granule(hdr) == g) as u64 + (self.granule(end - 1) == g) as u64;
+        });
+        self.live(g).wrapping_add(extra)
     }
 
-    /// `crossing_last(g)`, the pending block's included.
-    fn crossing_last_or_pending(&self, g: usize) -> Option<usize> {
-        let pending = self.pending.get();
-        match self.pending_span() {
-            Some((first, last)) if first == g => {
-                // SAFETY: the pending header is one of our blocks, in committed memory.
-                let word = unsafe { (*(pending as *const AtomicUsize)).load(Ordering::Relaxed) };
-                // Another thread may have freed it already.
-                (word_tag(word) | 1 == TAG_SAMPLED && last > g).then_some(last)
+    /// `crossing_last(g)`, the uncounted blocks' included.
+    fn crossing_last_or_uncounted(&self, g: usize) -> Option<usize> {
+        let mut found = None;
+        self.for_each_uncounted(|hdr, end, live| {
+            let last = self.granule(end - 1);
+            if live && self.granule(hdr) == g && last > g {
+                found = Some(last);
             }
-            _ => self.crossing_last(g),
-        }
+        });
+        found.or_else(|| self.crossing_last(g))
     }
 
     /// Calls `f(granule_start, blocks)` for every granule that was ever in a run, where
@@ -2306,7 +2395,7 @@ impl Arena {
             let live = self.units(g);
             let inside = (g <= covered_to) as u64;
             if live != 0 {
-                if let Some(last) = self.crossing_last_or_pending(g) {
+                if let Some(last) = self.crossing_last_or_uncounted(g) {
                     covered_to = covered_to.max(last);
                 }
             }
@@ -2326,6 +2415,9 @@ impl Arena {
     /// builds check the O(1) part on every allocation.
     pub fn check_invariants(&self) -> Result<(), &'static str> {
         self.check_bump()?;
+        if self.for_each_uncounted(|_, _, _| {}).is_none() {
+            return Err("the uncounted range is not a row of blocks ending at the bump pointer");
+        }
         let (top, run_end) = (self.top.get(), self.run_end.get());
         let ahead = align_up(top, GRANULE);
         let mut result = Ok(());
@@ -2341,7 +2433,7 @@ impl Arena {
             if self.units(g) == 0 {
                 continue;
             }
-            if let Some(last) = self.crossing_last_or_pending(g) {
+            if let Some(last) = self.crossing_last_or_uncounted(g) {
                 for inner in g + 1..last {
                     if self.units(inner) != 0 {
                         return Err("a granule inside a crossing block is counted");
@@ -2359,7 +2451,7 @@ impl Arena {
         for g in self.granule(self.data_start)..self.granule(self.committed_end.get()) {
             let live = self.units(g);
             if live != 0 {
-                if let Some(last) = self.crossing_last_or_pending(g) {
+                if let Some(last) = self.crossing_last_or_uncounted(g) {
                     covered_to = covered_to.max(last);
                 }
             }
@@ -2390,14 +2482,9 @@ impl Arena {
         if !(self.data_start <= run_start && run_start <= top && top <= run_end) {
             return Err("bump pointer outside its run");
         }
-        let pending = self.pending.get();
-        if pending != 0 {
-            // SAFETY: the pending header is one of our blocks, in committed memory.
-            let word = unsafe { (*(pending as *const AtomicUsize)).load(Ordering::Relaxed) };
-            let end = pending + HEADER + word_size(word);
-            if !(run_start <= pending && align_up(end, MIN_ALIGN) == top) {
-                return Err("the pending block is not the last block of the run");
-            }
+        let unc = self.uncounted.get();
+        if unc > top || (unc != top && unc < run_start) {
+            return Err("the uncounted range is not in the run below the bump pointer");
         }
         if run_end > self.committed_end.get() || self.committed_end.get() > self.slot_end {
             return Err("run or commit past the slot");

@@ -50,7 +50,9 @@ struct resize_process_stats {
  * (a smaller out_size) still gets the fields it knows. */
 struct resize_memory_stats {
     uint64_t thread_resident;      /* bytes the thread's arena holds resident */
-    uint64_t thread_live;          /* bytes of its live blocks (headers included) */
+    uint64_t thread_live;          /* bytes of its live blocks (headers included; the blocks
+                                      handed out since the last slow path or region end are
+                                      added when the arena next counts them) */
     uint64_t process_resident;     /* bytes all arenas hold resident */
     uint64_t process_live;         /* bytes of all arenas' live blocks */
     uint64_t efficiency_permille;  /* process_live * 1000 / process_resident (1000 if none) */
