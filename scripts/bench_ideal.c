@@ -8,8 +8,7 @@
  * "ideal" column.
  *
  * Build: gcc -O2 -shared -fPIC -ftls-model=initial-exec -o libideal.so bench_ideal.c -ldl */
-#define _GNU_SOURCE
-#include <dlfcn.h>
+#include "bench_next.h" /* first: it defines _GNU_SOURCE */
 #include <stddef.h>
 #include <stdint.h>
 #include <string.h>
@@ -25,31 +24,6 @@ static __thread char *lim __attribute__((tls_model("initial-exec")));
 static __thread char *base __attribute__((tls_model("initial-exec")));
 static __thread int depth __attribute__((tls_model("initial-exec")));
 
-static void *(*next_malloc)(size_t);
-static void (*next_free)(void *);
-static void *(*next_calloc)(size_t, size_t);
-static void *(*next_realloc)(void *, size_t);
-static char boot[65536]; /* serves dlsym's own allocations while we look the functions up */
-static size_t boot_used;
-static int resolving;
-
-static void *boot_alloc(size_t n) {
-    void *p = boot + boot_used;
-    boot_used += (n + 15) & ~(size_t)15;
-    if (boot_used > sizeof boot) return NULL;
-    memset(p, 0, n);
-    return p;
-}
-
-static void resolve(void) {
-    if (resolving) return;
-    resolving = 1;
-    next_malloc = dlsym(RTLD_NEXT, "malloc");
-    next_free = dlsym(RTLD_NEXT, "free");
-    next_calloc = dlsym(RTLD_NEXT, "calloc");
-    next_realloc = dlsym(RTLD_NEXT, "realloc");
-    resolving = 0;
-}
 
 static inline int ours(void *p) { return (uintptr_t)p - (uintptr_t)space < SLICES * SLICE; }
 
@@ -98,7 +72,7 @@ void *calloc(size_t a, size_t b) {
 }
 
 void free(void *p) {
-    if (ours(p) || ((char *)p >= boot && (char *)p < boot + sizeof boot)) return;
+    if (ours(p) || is_boot(p)) return;
     if (__builtin_expect(!next_free, 0)) resolve();
     next_free(p);
 }

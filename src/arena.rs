@@ -999,17 +999,7 @@ impl Arena {
             }
             if new_top <= self.run_end.get() {
                 if end > self.cap_end.get() {
-                    if self.recycle {
-                        // Process mode has no region end to resize at: the capacity follows
-                        // the committed memory at once.
-                        self.overflow_allocs.add(1);
-                        self.set_capacity_end(self.committed_end.get());
-                    } else if !self.overflowing.load(Ordering::Relaxed) {
-                        // The region outgrew its capacity: the rest of it is served at full
-                        // speed and counted at its end (see `overflowing`).
-                        self.overflow_base.set(self.region_allocs.get());
-                        self.overflowing.store(true, Ordering::Relaxed);
-                    }
+                    self.outgrow_capacity();
                 }
                 self.top.set(new_top);
                 self.update_limit();
@@ -1574,17 +1564,25 @@ impl Arena {
             }
         }
         if new_top > self.cap_end.get() {
-            if self.recycle {
-                // Process mode: the capacity follows the committed memory (as in alloc_slow).
-                self.overflow_allocs.add(1);
-                self.set_capacity_end(self.committed_end.get());
-            } else if !self.overflowing.load(Ordering::Relaxed) {
-                self.overflow_base.set(self.region_allocs.get());
-                self.overflowing.store(true, Ordering::Relaxed);
-                self.update_limit();
-            }
+            self.outgrow_capacity();
         }
         true
+    }
+
+    /// The run is about to hand out memory past the capacity (an overflow).
+    fn outgrow_capacity(&self) {
+        if self.recycle {
+            // Process mode has no region end to resize at: the capacity follows the committed
+            // memory at once.
+            self.overflow_allocs.add(1);
+            self.set_capacity_end(self.committed_end.get());
+        } else if !self.overflowing.load(Ordering::Relaxed) {
+            // The region outgrew its capacity: the rest of it is served at full speed and
+            // counted at its end (see `overflowing`).
+            self.overflow_base.set(self.region_allocs.get());
+            self.overflowing.store(true, Ordering::Relaxed);
+            self.update_limit();
+        }
     }
 
     /// A live block that ended in granule `old_last` now ends in `new_last`: moves its end unit

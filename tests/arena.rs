@@ -555,6 +555,21 @@ mod model {
         Ok(())
     }
 
+    /// Runs `ops` on a fresh process-mode arena of one granule, checking the model after each.
+    fn replay(ops: Vec<Op>) {
+        let a = arena(ArenaConfig {
+            initial_capacity: GRANULE,
+            recycle: true,
+            ..Default::default()
+        });
+        let mut live: Vec<Block> = Vec::new();
+        let mut fill = 0u8;
+        for op in ops {
+            apply(a, op, &mut live, &mut fill).unwrap();
+            check(a, &live);
+        }
+    }
+
     /// A case the property test found: a lap jumped past a block that crosses granules to the
     /// granule after its last one, which was itself the first granule of another crossing
     /// block, and bumped into that block's inside (`past_pin` must follow the chain).
@@ -702,17 +717,7 @@ mod model {
                 align_shift: 6,
             },
         ];
-        let a = arena(ArenaConfig {
-            initial_capacity: GRANULE,
-            recycle: true,
-            ..Default::default()
-        });
-        let mut live: Vec<Block> = Vec::new();
-        let mut fill = 0u8;
-        for op in ops {
-            apply(a, op, &mut live, &mut fill).unwrap();
-            check(a, &live);
-        }
+        replay(ops);
     }
 
     /// A case the property test found: a block freed LIFO (its header still named in its
@@ -746,17 +751,7 @@ mod model {
                 size: 24657,
             },
         ];
-        let a = arena(ArenaConfig {
-            initial_capacity: GRANULE,
-            recycle: true,
-            ..Default::default()
-        });
-        let mut live: Vec<Block> = Vec::new();
-        let mut fill = 0u8;
-        for op in ops {
-            apply(a, op, &mut live, &mut fill).unwrap();
-            check(a, &live);
-        }
+        replay(ops);
     }
     proptest! {
         #![proptest_config(ProptestConfig { cases: 128, ..ProptestConfig::default() })]
@@ -913,14 +908,19 @@ fn a_buffer_grown_step_by_step_stays_where_it_is() {
         while size < 8 << 20 {
             let next = size + 64 * 1024;
             // SAFETY: owner thread; `p` is live.
-            assert!(unsafe { a.try_resize_in_place(p, next) }, "growth to {next} moved");
+            assert!(
+                unsafe { a.try_resize_in_place(p, next) },
+                "growth to {next} moved"
+            );
             // SAFETY: the block now has `next` bytes.
             unsafe { p.add(size).write_bytes(7, next - size) };
             size = next;
             a.check_invariants().unwrap();
         }
         // SAFETY: `size` bytes of the block, all written.
-        assert!(unsafe { std::slice::from_raw_parts(p, size) }.iter().all(|&x| x == 7));
+        assert!(unsafe { std::slice::from_raw_parts(p, size) }
+            .iter()
+            .all(|&x| x == 7));
         free(a, p);
         a.reset();
     }
