@@ -194,9 +194,10 @@ pub fn owns(p: *mut u8) -> bool {
 
 /// The owner thread's fast free: true when `p` was an unsampled block of the calling thread's
 /// own arena and is now freed; false (nothing changed) for anything else, which then goes to
-/// [`free_owned`] or the next allocator. The last block handed out is recognised by its address
-/// alone; others by one range check against the thread's own arena, which replaces the
-/// reservation check. Calls nothing but the rare look at the memory bound.
+/// [`free_owned`] or the next allocator. A block of the arena's uncounted range (handed out
+/// since the counts were last looked at) is recognised by one range check against that range;
+/// others by one against the thread's own committed arena memory. Calls nothing but the rare
+/// look at the memory bound.
 ///
 /// # Safety
 /// `p` is null, a live block of this allocator, or a block of the next allocator (what `free`
