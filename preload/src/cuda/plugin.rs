@@ -130,27 +130,6 @@ fn retain_primary(device: c_int, index: usize) -> Result<CUcontext, CUresult> {
     }
 }
 
-/// Runs a driver call in `ctx`.
-fn in_context(ctx: CUcontext, f: impl FnOnce() -> CUresult) -> CUresult {
-    let Some(push) = drv::cu_ctx_push_current_v2() else {
-        return drv::no_driver();
-    };
-    let Some(pop) = drv::cu_ctx_pop_current_v2() else {
-        return drv::no_driver();
-    };
-    // SAFETY: a context of the driver's (current or retained primary); push and pop pair up.
-    unsafe {
-        let r = push(ctx);
-        if r != CUDA_SUCCESS {
-            return r;
-        }
-        let result = f();
-        let mut popped: CUcontext = core::ptr::null_mut();
-        pop(&mut popped);
-        result
-    }
-}
-
 /// The driver's own allocation, for what the pool does not serve (capture, `RESIZEALLOC_CUDA`
 /// off, no room for another pool): stream-ordered when `stream` is given.
 #[cold]
@@ -164,12 +143,12 @@ fn driver_alloc(
     match stream {
         Some(s) => match drv::cu_mem_alloc_async() {
             // SAFETY: a valid out pointer; the stream is the caller's.
-            Some(f) => in_context(ctx, || unsafe { f(out, size, s) }),
+            Some(f) => pools::in_context(ctx, || unsafe { f(out, size, s) }),
             None => drv::no_driver(),
         },
         None => match drv::cu_mem_alloc_v2() {
             // SAFETY: a valid out pointer.
-            Some(f) => in_context(ctx, || unsafe { f(out, size) }),
+            Some(f) => pools::in_context(ctx, || unsafe { f(out, size) }),
             None => drv::no_driver(),
         },
     }

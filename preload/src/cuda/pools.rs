@@ -43,8 +43,9 @@ impl Driver {
     }
 }
 
-/// Runs `f` with `ctx` current on the calling thread, restoring the caller's context.
-fn in_context(ctx: CUcontext, f: impl FnOnce() -> CUresult) -> CUresult {
+/// Runs `f` with `ctx` current on the calling thread, restoring the caller's context (the
+/// plug-in entry points use it too).
+pub(super) fn in_context(ctx: CUcontext, f: impl FnOnce() -> CUresult) -> CUresult {
     if drv::current_context() == ctx {
         return f();
     }
@@ -52,8 +53,9 @@ fn in_context(ctx: CUcontext, f: impl FnOnce() -> CUresult) -> CUresult {
     else {
         return drv::no_driver();
     };
-    // SAFETY: the pool's own context (alive: a teardown takes the pool out first); the push
-    // and the pop pair up, so the caller's current context is restored.
+    // SAFETY: `ctx` is a live context: a pool's own (a teardown takes the pool out first) or
+    // the plug-ins' current or retained primary one. The push and the pop pair up, so the
+    // caller's current context is restored.
     unsafe {
         let r = push(ctx);
         if r != CUDA_SUCCESS {
