@@ -871,7 +871,8 @@ impl Arena {
     /// stores whatever the block's size.
     ///
     /// # Safety
-    /// `[hdr, end)` is committed, unused memory of this arena's current run, and `top` is past it.
+    /// `[hdr, end)` is committed, unused memory of this arena's current run, `top` is past it,
+    /// and the uncounted range was flushed (the slow path's block is counted at once).
     #[inline(always)]
     unsafe fn count_block(&self, hdr: usize, end: usize) {
         // SAFETY: caller's obligation.
@@ -903,16 +904,6 @@ impl Arena {
             *local.add((end - 1) >> GRANULE_SHIFT) += 1;
             *cross.add(hdr >> GRANULE_SHIFT) = cross_entry(hdr);
         }
-    }
-
-    /// Writes the header and counts the block. The caller has moved `top` past it.
-    ///
-    /// # Safety
-    /// `[p - HEADER, p + size)` is committed, unused memory of this arena's current run.
-    #[inline(always)]
-    unsafe fn commit_block(&self, p: usize, size: usize) {
-        // SAFETY: caller's obligation.
-        unsafe { self.count_block(p - HEADER, p + size) };
     }
 
     /// The last granule of the live block that starts in granule `g` and ends past it, if
@@ -1003,8 +994,9 @@ impl Arena {
                 }
                 self.top.set(new_top);
                 self.update_limit();
-                // SAFETY: `[p - HEADER, end)` lies in the checked run `[top, run_end)`.
-                unsafe { self.commit_block(p, size) };
+                // SAFETY: `[p - HEADER, end)` lies in the checked run `[top, run_end)`, and `top` is
+                // past it; the uncounted range was flushed at the start.
+                unsafe { self.count_block(p - HEADER, p + size) };
                 return p as *mut u8;
             }
             match self.extend_run(new_top) {
@@ -1830,29 +1822,43 @@ impl Arena {
     /// Gives back to the kernel every resident granule in `[from, committed_end)` that holds no
     /// live block, except those in `[keep_lo, keep_hi)`, and decommits the free tail past the
     /// last granule kept (never below the current run or the capacity).
+    /// Walks the granules of `[data_start, end)` and calls `f(g, units, covered)` for each:
+    /// `units` is `units(g)`, and `covered` is true when `g` lies past the first granule of a
+    /// block that spans granules (one `crossing(first)` names), up to its last. Granules inside
+    /// such a block count zero: the walk starts at the beginning, so that it sees the first
+    /// granule of every block that covers one, and remembers how far the blocks it saw reach.
+    fn walk_granules(
+        &self,
+        end: usize,
+        units: impl Fn(usize) -> u64,
+        crossing: impl Fn(usize) -> Option<usize>,
+        mut f: impl FnMut(usize, u64, bool),
+    ) {
+        let mut covered_to = 0; // (granule 0 holds the metadata: no block covers it)
+        for g in self.granule(self.data_start)..self.granule(end) {
+            let n = units(g);
+            f(g, n, g <= covered_to);
+            if n != 0 {
+                if let Some(last) = crossing(g) {
+                    covered_to = covered_to.max(last);
+                }
+            }
+        }
+    }
+
     fn give_back(&self, from: usize, keep_lo: usize, keep_hi: usize) {
         self.flush_uncounted();
         let committed_end = self.committed_end.get();
         let mut last_kept_end = from;
         let mut batch_from: Option<usize> = None;
-        // Granules strictly inside a live block count zero: the walk starts at the beginning, so
-        // that it sees the first granule of every block that covers one, and remembers how far
-        // the blocks it saw reach.
-        let mut covered_to = 0; // (granule 0 holds the metadata: no block covers it)
-        let mut addr = self.data_start;
-        while addr < committed_end {
-            let g = self.granule(addr);
-            let live = self.live(g) != 0;
-            if live {
-                if let Some(last) = self.crossing_last(g) {
-                    covered_to = covered_to.max(last);
-                }
-            }
+        let live = |g| self.live(g);
+        let crossing = |g| self.crossing_last(g);
+        self.walk_granules(committed_end, live, crossing, |g, units, covered| {
+            let addr = self.slot_base + (g << GRANULE_SHIFT);
             if addr < from {
-                addr += GRANULE;
-                continue;
+                return;
             }
-            let keep = (keep_lo <= addr && addr < keep_hi) || live || g <= covered_to;
+            let keep = (keep_lo <= addr && addr < keep_hi) || units != 0 || covered;
             // SAFETY: granule of this slot; the touched table is owner-only, and we are the owner
             // (or the exiting owner).
             let resident = unsafe { *self.touched.add(g) } != 0;
@@ -1864,8 +1870,7 @@ impl Arena {
             if keep {
                 last_kept_end = addr + GRANULE;
             }
-            addr += GRANULE;
-        }
+        });
         if let Some(start) = batch_from {
             self.discard_granules(start, committed_end);
         }
@@ -2386,21 +2391,13 @@ impl Arena {
     /// `blocks` is the number of live blocks that touch the granule: its count, plus one when it
     /// lies strictly inside a block that spans granules (tests and invariant checks).
     pub fn for_each_granule(&self, mut f: impl FnMut(usize, u64)) {
-        let mut covered_to = 0; // (granule 0 holds the metadata: no block covers it)
-        let mut addr = self.data_start;
-        while addr < self.used_end.get() {
-            let g = self.granule(addr);
-            let live = self.units(g);
-            let inside = (g <= covered_to) as u64;
-            if live != 0 {
-                if let Some(last) = self.crossing_last_or_uncounted(g) {
-                    covered_to = covered_to.max(last);
-                }
-            }
+        let units = |g| self.units(g);
+        let crossing = |g| self.crossing_last_or_uncounted(g);
+        self.walk_granules(self.used_end.get(), units, crossing, |g, units, covered| {
             // A block's last granule is counted, not "inside".
-            f(addr, if live != 0 { live } else { inside });
-            addr += GRANULE;
-        }
+            let blocks = if units != 0 { units } else { covered as u64 };
+            f(self.slot_base + (g << GRANULE_SHIFT), blocks);
+        });
     }
 
     /// Bytes the current outermost region has used so far (the running high-water mark).
@@ -2445,28 +2442,33 @@ impl Arena {
         let mut resident = 0;
         let run_lo = self.granule(self.run_start.get());
         let run_hi = self.granule(self.run_end.get());
-        let mut covered_to = 0; // (granule 0 holds the metadata: no block covers it)
-        for g in self.granule(self.data_start)..self.granule(self.committed_end.get()) {
-            let live = self.units(g);
-            if live != 0 {
-                if let Some(last) = self.crossing_last_or_uncounted(g) {
-                    covered_to = covered_to.max(last);
+        let mut result = Ok(());
+        let units = |g| self.units(g);
+        let crossing = |g| self.crossing_last_or_uncounted(g);
+        self.walk_granules(
+            self.committed_end.get(),
+            units,
+            crossing,
+            |g, units, covered| {
+                let live = units.max(covered as u64);
+                // SAFETY: granule of this slot; owner thread.
+                let touched = unsafe { *self.touched.add(g) } != 0;
+                resident += touched as u64;
+                let broken = if live > (GRANULE / MIN_ALIGN) as u64 * 64 {
+                    Some("granule live count underflowed")
+                } else if live != 0 && !touched {
+                    Some("a live granule is not counted resident")
+                } else if run_lo <= g && g < run_hi && !touched {
+                    Some("a granule of the run is not counted resident")
+                } else {
+                    None
+                };
+                if let (Some(e), Ok(())) = (broken, &result) {
+                    result = Err(e);
                 }
-            }
-            let live = live.max((g <= covered_to) as u64);
-            if live > (GRANULE / MIN_ALIGN) as u64 * 64 {
-                return Err("granule live count underflowed");
-            }
-            // SAFETY: granule of this slot; owner thread.
-            let touched = unsafe { *self.touched.add(g) } != 0;
-            resident += touched as u64;
-            if live != 0 && !touched {
-                return Err("a live granule is not counted resident");
-            }
-            if run_lo <= g && g < run_hi && !touched {
-                return Err("a granule of the run is not counted resident");
-            }
-        }
+            },
+        );
+        result?;
         if resident != self.resident_granules.get() {
             return Err("resident granule count out of step with the table");
         }
