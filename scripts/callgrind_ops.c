@@ -10,7 +10,9 @@
  * calloc (calloc(1, 80) + free), realloc (malloc(40), realloc to 80, free), first (malloc(80)
  * without free in a first region: the overflow path), remote (free of a block another thread
  * allocated; per free, the allocation subtracted by the script), outside (malloc(80) + free
- * outside regions).
+ * outside regions), markers (an empty region: begin + end), escape (one region per step that
+ * frees a random one of 1024 kept blocks and keeps a new one in its place, as the memory
+ * suite's churn does; per step).
  */
 #define _GNU_SOURCE
 #include <dlfcn.h>
@@ -85,6 +87,20 @@ int main(int argc, char **argv) {
         pthread_t t;
         if (!strcmp(m, "remote")) { pthread_create(&t, NULL, freer, NULL); pthread_join(t, NULL); }
         else freer(NULL);
+    } else if (!strcmp(m, "markers")) {
+        for (long i = 0; i < n; i++) { begin(); end(); }
+    } else if (!strcmp(m, "escape")) {
+        enum { KEPT = 1024 };
+        void *kept[KEPT];
+        for (int i = 0; i < KEPT; i++) kept[i] = malloc(16 + next() % 113);
+        for (long i = 0; i < n; i++) {
+            size_t j = next() % KEPT;
+            begin();
+            free(kept[j]);
+            kept[j] = malloc(16 + next() % 113);
+            end();
+        }
+        for (int i = 0; i < KEPT; i++) free(kept[i]);
     } else {
         return 1;
     }
