@@ -779,17 +779,24 @@ thread_local! {
     static COUNTED: core::cell::Cell<bool> = const { core::cell::Cell::new(false) };
 }
 
+/// Set once any thread was counted: until then a region end (every one, in a program that never
+/// touches the device) skips the thread-local lookup, which in this shared library is a
+/// `__tls_get_addr` call.
+static ANY_COUNTED: AtomicBool = AtomicBool::new(false);
+
 /// Called before a pooled allocation: a thread inside a region is counted in the pools'
 /// region depth from its first device allocation on.
 pub fn note_thread_in_region() {
     if resizealloc::region_depth() > 0 && !COUNTED.with(|c| c.replace(true)) {
+        // This thread's later region end reads the flag after this store (program order).
+        ANY_COUNTED.store(true, Ordering::Relaxed);
         thread_region_begin();
     }
 }
 
 /// Called when the calling thread leaves its outermost region (`resize_region_end`).
 pub fn note_thread_left_region() {
-    if COUNTED.with(|c| c.replace(false)) {
+    if ANY_COUNTED.load(Ordering::Relaxed) && COUNTED.with(|c| c.replace(false)) {
         thread_region_end();
     }
 }
