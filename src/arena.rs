@@ -408,6 +408,14 @@ pub struct Arena {
     /// The arena is over its bound with nothing left to give back: it serves only from resident
     /// memory and sends requests that need more to the next allocator.
     closed: Cell<bool>,
+    /// The closed arena's last slow path found no free resident granule: until an owner free
+    /// empties a granule, another thread frees something (`remote_bytes` moves from
+    /// `dry_remote`), the bound is looked at or the region ends, a request the run cannot hold
+    /// is turned away at once instead of lapping over the same pinned granules again.
+    /// Invariant: `dry` implies `closed`.
+    dry: Cell<bool>,
+    /// `remote_bytes` when the arena ran dry.
+    dry_remote: Cell<u64>,
     /// Requests turned away since the closed arena last looked at its bound.
     turned_away: Cell<u32>,
     /// Granules owner frees may empty before the next look at the bound.
@@ -588,6 +596,8 @@ impl Arena {
             zero_from: Cell::new(data_start),
             pending_bytes: Cell::new(0),
             closed: Cell::new(false),
+            dry: Cell::new(false),
+            dry_remote: Cell::new(0),
             turned_away: Cell::new(0),
             emptied_left: Cell::new(EMPTIED_MIN),
             remote_seen: Cell::new(0),
@@ -998,6 +1008,11 @@ impl Arena {
                 // past it; the uncounted range was flushed at the start.
                 unsafe { self.count_block(p - HEADER, p + size) };
                 return p as *mut u8;
+            }
+            if self.dry.get() && self.dry_remote.get() == self.remote_bytes() {
+                // Nothing was freed since the last lap found no room: lapping again would
+                // only walk the same pinned granules.
+                return self.turn_away(size);
             }
             match self.extend_run(new_top) {
                 Ok(()) => {}
@@ -1597,9 +1612,12 @@ impl Arena {
 
     // ---------------------------------------------------------------- regions
 
-    /// A nested region begins: remember where the bump pointer is so its end can give back what
-    /// the nested region used. The bump pointer moves to the next granule boundary, so that
-    /// "everything the nested region allocated is freed" is a granule count check.
+    /// A nested region begins: remember where the bump pointer is, so that its end can give
+    /// back what the nested region allocated and freed. The range is flushed, so until
+    /// something looks at the counts again, everything the nested region allocates lies in the
+    /// uncounted range from the checkpoint on. The bump pointer stays where it is: a region
+    /// that keeps one small block packs it next to the last one (moving to the next granule,
+    /// as an earlier version did, pinned a granule per region in process mode).
     pub fn push_checkpoint(&self) {
         self.flush_uncounted();
         let depth = self.checkpoint_depth.get();
@@ -1609,17 +1627,14 @@ impl Arena {
                 top: self.top.get(),
                 run_id: self.run_id.get(),
             });
-            // `run_end` is granule aligned and `top <= run_end`, so this stays within the run.
-            self.top.set(align_up(self.top.get(), GRANULE));
-            self.uncounted.set(self.top.get());
         }
         self.debug_check();
     }
 
-    /// A nested region ends: if everything it allocated was freed, the bump pointer goes back to
-    /// the checkpoint. Otherwise the memory stays in use and is reclaimed at the outermost end.
+    /// A nested region ends: the freed blocks at the end of what it allocated go back to the
+    /// bump pointer (all of it when everything was freed). Live blocks stay, and what they
+    /// keep is reclaimed when their granules empty (laps) or at the outermost end.
     pub fn pop_checkpoint(&self) {
-        self.flush_uncounted();
         let depth = self.checkpoint_depth.get();
         if depth == 0 {
             return;
@@ -1632,19 +1647,61 @@ impl Arena {
         if cp.run_id != self.run_id.get() {
             return; // the run moved on: the memory in between is not ours to vouch for
         }
-        self.note_peak();
-        let from = align_up(cp.top, GRANULE);
-        let top = self.top.get();
-        let mut addr = from;
-        while addr < top {
-            if self.live(self.granule(addr)) != 0 {
-                return;
+        let unc = self.uncounted.get();
+        if unc <= cp.top {
+            // Nothing counted since the region began: `[unc, top)` is a well-formed uncounted
+            // range (`unc < cp.top` only when a LIFO free took the bump pointer below the
+            // checkpoint, and then `unc` is where it went), and it holds what the region
+            // allocated.
+            self.release_freed_tail(unc);
+        } else if cp.top & (GRANULE - 1) == 0 {
+            // Something counted the region's blocks (a slow path); when the region began on a
+            // granule boundary, its granules are its own: give them back if none holds a live
+            // block.
+            self.flush_uncounted();
+            let mut addr = cp.top;
+            while addr < self.top.get() {
+                if self.live(self.granule(addr)) != 0 {
+                    return;
+                }
+                addr += GRANULE;
             }
-            addr += GRANULE;
+            if self.top.get() > cp.top {
+                self.note_peak();
+                self.top.set(cp.top);
+                self.uncounted.set(cp.top);
+            }
         }
-        self.top.set(cp.top);
-        self.uncounted.set(cp.top);
         self.debug_check();
+    }
+
+    /// Walks the uncounted range from `from` (the start of a block or gap in it, or `top`) and
+    /// takes the bump pointer back to the end of its last block that is not freed by its owner:
+    /// blocks freed out of order at the end of a nested region go back at once, as the last
+    /// one would by LIFO. A block another thread freed counts as kept (its remote units are on
+    /// the granules and must meet local ones when the range is counted).
+    fn release_freed_tail(&self, from: usize) {
+        let top = self.top.get();
+        let (mut a, mut keep) = (from, from);
+        while a < top {
+            // SAFETY: a header in the uncounted range, in committed memory. Atomic: another
+            // thread may be freeing that block (it writes the tag atomically).
+            let word = unsafe { (*(a as *const AtomicUsize)).load(Ordering::Relaxed) };
+            if word_tag(word) == TAG_GAP {
+                a += word_size(word);
+                continue;
+            }
+            let end = align_up(a + HEADER + word_size(word), MIN_ALIGN);
+            if word_tag(word) != TAG_FREED {
+                keep = end;
+            }
+            a = end;
+        }
+        debug_assert_eq!(a, top, "the uncounted range does not end at top");
+        if keep < top {
+            self.note_peak();
+            self.top.set(keep);
+        }
     }
 
     /// The outermost region ended: record the peak, resize to it (growing at once, shrinking with
@@ -1657,7 +1714,11 @@ impl Arena {
     ///   to the start, skipping pinned granules (a lap, as in a ring buffer).
     pub fn reset(&self) {
         self.flush_uncounted();
+        if self.quiet_reset() {
+            return;
+        }
         self.settle_overflow();
+        self.dry.set(false);
         // What the region needed: the span its bump pointer covered, less the granules it had to
         // jump over (pinned by escapes), plus what spilled. Planning for the jumps would let
         // escapes raise the capacity, and with it the memory bound, region after region.
@@ -1718,14 +1779,32 @@ impl Arena {
         } else {
             free_from
         };
-        if resume == free_from && self.run_start.get() <= resume && resume <= self.top.get() {
-            // Keep the current run from `resume` on: nothing in `[resume, top)` is live (that is
-            // what `resume_point` found) and `[top, run_end)` is unused, so the next region bumps
-            // through granules already entered instead of entering each one again (shrinking may
-            // have cut the run's committed tail, never below a live granule, so never below
-            // resume's granule).
+        self.resume_at(resume, resume == free_from, shrunk);
+        if shrunk {
+            let keep_lo = self.run_start.get() & !(GRANULE - 1);
+            self.give_back(self.cap_end.get(), keep_lo, self.run_end.get());
+        }
+        self.skipped.set(0);
+        self.spill_bytes.set(0);
+        // The allocation clock also paces purges: regions that do not predict move it by what
+        // they consumed.
+        self.alloc_clock.add(peak as u64);
+        self.predictor_region_end();
+        // Escapes may have left more resident memory than the bound allows.
+        self.look_at_bound();
+        self.debug_check();
+    }
+
+    /// The next region starts at `resume`. `nothing_live_past` says that no block in
+    /// `[resume, top)` is live; `shrunk`, that the capacity was just lowered.
+    fn resume_at(&self, resume: usize, nothing_live_past: bool, shrunk: bool) {
+        if nothing_live_past && self.run_start.get() <= resume && resume <= self.top.get() {
+            // Keep the current run from `resume` on: nothing in `[resume, top)` is live and
+            // `[top, run_end)` is unused, so the next region bumps through granules already
+            // entered instead of entering each one again (shrinking may have cut the run's
+            // committed tail, never below a live granule, so never below resume's granule).
             self.top.set(resume);
-            self.uncounted.set(resume); // flushed above
+            self.uncounted.set(resume); // the caller flushed
             let mut run_end = self.run_end.get().min(self.committed_end.get());
             if shrunk {
                 run_end = run_end.min(self.cap_end.get());
@@ -1746,22 +1825,53 @@ impl Arena {
             self.zero_from.set(resume);
             self.update_limit();
         }
-        if shrunk {
-            let keep_lo = self.run_start.get() & !(GRANULE - 1);
-            self.give_back(self.cap_end.get(), keep_lo, self.run_end.get());
-        }
         self.origin.set(resume);
         self.peak_top.set(resume);
-        self.skipped.set(0);
-        self.spill_bytes.set(0);
         self.checkpoint_depth.set(0);
-        // The allocation clock also paces purges: regions that do not predict move it by what
-        // they consumed.
+    }
+
+    /// The common end of a repeated region, in a few dozen instructions instead of the general
+    /// [`Arena::reset`]: nothing escaped (no block of this arena is live, none was routed
+    /// elsewhere), nothing overflowed, spilled or was skipped, the arena is open and not
+    /// predicting, and the peak neither outgrew the capacity nor is small enough for the resize
+    /// policy to consider shrinking (below a quarter of a capacity above the minimum). Then the general path would record the peak, keep the
+    /// capacity, start the next region at `data_start` and find the bound respected: this does
+    /// the same. False, having changed nothing, otherwise. The uncounted range is flushed.
+    #[inline]
+    fn quiet_reset(&self) -> bool {
+        let capacity = self.cap_end.get() - self.data_start;
+        let peak = self.peak_bytes();
+        if peak > capacity
+            || (peak < capacity / 4 && capacity > self.min_capacity)
+            || self.spill_bytes.get() != 0
+            || self.skipped.get() != 0
+            || self.closed.get()
+            || self.predicting.get()
+            || self.overflowing.load(Ordering::Relaxed)
+            || self.live_bytes() != 0
+            || self.live_at_reset.get() != 0
+            || self.bytes_routed_away.get() != self.routed_at_reset.get()
+            || self.resident() * GRANULE > self.allowance(0)
+        {
+            return false;
+        }
+        // What `reset` does in this case, step by step (`resize_policy` returns `capacity`:
+        // the peak fits, and either is not below a quarter of it or the capacity is at the
+        // minimum a shrink could reach).
+        self.high_water.set(peak as u64);
+        let slot = self.peaks_seen.get() % PEAK_HISTORY;
+        self.peaks[slot].set(peak);
+        self.peaks_seen.set(self.peaks_seen.get() + 1);
+        self.resume_at(self.data_start, true, false);
         self.alloc_clock.add(peak as u64);
-        self.predictor_region_end();
-        // Escapes may have left more resident memory than the bound allows.
-        self.look_at_bound();
+        // `predictor_region_end` of a clean region that is not predicting: one more clean one.
+        let clean = self.clean_regions.get() + 1;
+        self.clean_regions.set(clean);
+        if clean >= CLEAN_TO_STOP {
+            self.escaping_regions.set(0);
+        }
         self.debug_check();
+        true
     }
 
     /// Where the next region may start: `data_start` when no block up to `top` is live,
@@ -2013,6 +2123,7 @@ impl Arena {
     /// back to the start of the arena as well, so that the memory it then keeps resident packs
     /// at the low end, where its laps begin.
     fn purge(&self) {
+        self.dry.set(false);
         self.note_peak();
         if self.recycle {
             self.wrap();
@@ -2025,6 +2136,10 @@ impl Arena {
     /// A request the bound kept out of the arena: the next allocator serves it.
     #[cold]
     fn turn_away(&self, size: usize) -> *mut u8 {
+        if self.closed.get() && !self.dry.get() {
+            self.dry.set(true);
+            self.dry_remote.set(self.remote_bytes());
+        }
         self.bytes_turned_away.add(size as u64);
         self.note_sent_to_next(size);
         let n = self.turned_away.get() + 1;
@@ -2040,6 +2155,7 @@ impl Arena {
     /// ended).
     #[inline(always)]
     fn granules_emptied(&self, n: usize, at: usize) {
+        self.dry.set(false);
         if at < self.lap_hint.get() {
             self.lap_hint.set(0); // a granule below the hint may be free now
         }
@@ -2066,6 +2182,7 @@ impl Arena {
     #[inline(never)]
     fn look_at_bound(&self) {
         self.flush_uncounted();
+        self.dry.set(false);
         self.emptied_left
             .set((self.resident() / 4).max(EMPTIED_MIN));
         self.turned_away.set(0);
