@@ -55,6 +55,25 @@ pub const GRANULE: usize = 1 << GRANULE_SHIFT;
 pub const HEADER: usize = 16;
 /// Every block is aligned to at least this (what `malloc` promises on x86-64).
 pub const MIN_ALIGN: usize = 16;
+/// Blocks of at least this many bytes start on a cache line ([`block_align`]).
+pub const LINE_ALIGN_FROM: usize = 4096;
+/// The alignment of such blocks.
+pub const LINE: usize = 64;
+
+/// The alignment a block of `size` bytes gets for a request of `align`: at least a cache line
+/// for blocks of a page or more. A bump allocator with 16-byte headers otherwise puts two
+/// consecutive page-multiple blocks exactly 16 bytes apart modulo 4 KiB, and copying one into
+/// the other (`np.concatenate`, any `memcpy` between a step's temporaries) then hits the
+/// 4K-aliasing trap of `rep movsb`: 38 us instead of 1.6 us for 64 KiB on this machine (see
+/// BENCHMARKS.md; glibc's heap has the same trap). At 64 bytes apart it runs at full speed.
+#[inline(always)]
+pub const fn block_align(size: usize, align: usize) -> usize {
+    if size >= LINE_ALIGN_FROM && align < LINE {
+        LINE
+    } else {
+        align
+    }
+}
 /// Number of region peaks the shrink policy looks back over.
 pub const PEAK_HISTORY: usize = 8;
 /// Nested regions deeper than this still work but do not restore their checkpoint.
@@ -692,41 +711,73 @@ impl Arena {
     }
 
     /// The fast path alone: a block from the checked run, or null when the caller must take
-    /// [`Arena::alloc_slow`]. Calls nothing, so a caller that inlines
-    /// it needs no stack frame.
+    /// [`Arena::alloc_slow`]. A small block with the usual alignment calls nothing, so a caller
+    /// that inlines it needs no stack frame; the rest (a page or more, or a larger alignment)
+    /// is one call to [`Arena::try_alloc_fast_aligned`].
     ///
     /// # Safety
     /// As [`Arena::alloc`].
     #[inline(always)]
     pub unsafe fn try_alloc_fast(&self, size: usize, align: usize) -> *mut u8 {
         debug_assert!(size >= 1 && align.is_power_of_two());
-        // `top` is 16-byte aligned, so the usual alignments need no rounding. `top` lies below
-        // 2^47, so `p` cannot wrap; an alignment beyond the slot makes `p` exceed the limit, and
-        // so does a size beyond the slot (the first test, which a constant size folds away,
-        // keeps `end` from wrapping).
+        if size >= LINE_ALIGN_FROM || align > MIN_ALIGN {
+            // SAFETY: forwarded obligations.
+            return unsafe { self.try_alloc_fast_aligned(size, align) };
+        }
+        // `top` is 16-byte aligned, so the block needs no rounding; `size` is below a page, so
+        // `end` cannot wrap (`top` lies below 2^47).
         let top = self.top.get();
-        let p = if align <= MIN_ALIGN {
-            top + HEADER
-        } else {
-            (top + HEADER + align - 1) & !(align - 1)
-        };
+        let p = top + HEADER;
+        let end = p + size;
+        if end > self.limit.get() {
+            return ptr::null_mut();
+        }
+        // SAFETY: `[top, end)` lies in `[top, limit)`, which the invariants say is committed and
+        // unused.
+        unsafe { self.bump(top, p, end) }
+    }
+
+    /// [`Arena::try_alloc_fast`] for a block of a page or more, or a larger alignment: it starts
+    /// where [`block_align`] says, and alignment padding gets a gap header.
+    ///
+    /// # Safety
+    /// As [`Arena::alloc`].
+    #[inline(never)]
+    unsafe fn try_alloc_fast_aligned(&self, size: usize, align: usize) -> *mut u8 {
+        let top = self.top.get();
+        let align = block_align(size, align);
+        // `top` lies below 2^47, so `p` cannot wrap; an alignment beyond the slot makes `p`
+        // exceed the limit, and so does a size beyond the slot (the first test keeps `end` from
+        // wrapping).
+        let p = (top + HEADER + align - 1) & !(align - 1);
         let end = p.wrapping_add(size);
         if size > MAX_SLOT || end > self.limit.get() {
             return ptr::null_mut();
         }
         let hdr = p - HEADER;
-        if align > MIN_ALIGN && hdr != top {
+        if hdr != top {
             // Alignment padding: a walk of the uncounted range must be able to step over it.
             // SAFETY: `[top, hdr)` is at least 16 bytes of the checked run ahead of the bump
             // pointer.
             unsafe { (top as *mut usize).write(header_word(hdr - top, TAG_GAP)) };
         }
-        let new_top = align_up(end, MIN_ALIGN);
-        // The block joins the uncounted range `[uncounted, top)` just by moving `top`.
-        self.top.set(new_top);
-        // SAFETY: `[hdr, end)` lies in `[top, limit)`, which the invariants say is committed and
-        // unused.
-        unsafe { (hdr as *mut usize).write(header_word(size, TAG_LIVE)) };
+        // SAFETY: `[hdr, end)` lies in `[top, limit)`, checked above.
+        unsafe { self.bump(top, p, end) }
+    }
+
+    /// Hands out the block `[p, end)` (header at `p - HEADER`, at or past `top`): the bump
+    /// pointer moves past it, and the block joins the uncounted range `[uncounted, top)` just
+    /// by that.
+    ///
+    /// # Safety
+    /// `[p - HEADER, end)` lies in `[top, limit)`, committed and unused; any padding in
+    /// `[top, p - HEADER)` has a gap header.
+    #[inline(always)]
+    unsafe fn bump(&self, top: usize, p: usize, end: usize) -> *mut u8 {
+        debug_assert!(p - HEADER >= top);
+        self.top.set(align_up(end, MIN_ALIGN));
+        // SAFETY: caller's obligation.
+        unsafe { ((p - HEADER) as *mut usize).write(header_word(end - p, TAG_LIVE)) };
         self.region_allocs.add(1);
         // Its bytes join `live_local_bytes` when it is counted (`count_range`).
         self.debug_check();
@@ -738,14 +789,19 @@ impl Arena {
         p
     }
 
-    /// The fast path of `calloc`: a zeroed block from the checked run, or null (the caller takes
-    /// [`Arena::alloc_zeroed`]). Clears only what the run may have written: below the highest
-    /// top it reached, or below `zero_from`.
+    /// The fast path of `calloc` for a block under a page: a zeroed block from the checked run,
+    /// or null (the caller takes [`Arena::alloc_zeroed`]). Clears only what the run may have
+    /// written: below the highest top it reached, or below `zero_from`.
     ///
     /// # Safety
     /// As [`Arena::alloc`], with `align <= MIN_ALIGN`.
     #[inline(always)]
     pub unsafe fn try_alloc_zeroed_fast(&self, size: usize) -> *mut u8 {
+        if size >= LINE_ALIGN_FROM {
+            // A page or more: the slow path (its clearing costs more than the call), which
+            // keeps this one free of calls and so of a stack frame.
+            return ptr::null_mut();
+        }
         let written_below = self.peak_top.get().max(self.top.get());
         // SAFETY: forwarded obligations. The fast path never starts a run.
         let p = unsafe { self.try_alloc_fast(size, MIN_ALIGN) };
@@ -971,7 +1027,7 @@ impl Arena {
         if !align.is_power_of_two() {
             return ptr::null_mut();
         }
-        let align = align.max(MIN_ALIGN);
+        let align = block_align(size, align.max(MIN_ALIGN));
         if size < self.user_min_alloc || size > self.user_max_alloc || size == 0 {
             return ptr::null_mut(); // the user's size bounds send it elsewhere: not an overflow
         }
@@ -2551,7 +2607,10 @@ impl Arena {
                         return Err("a granule inside a crossing block is counted");
                     }
                 }
-                if self.units(last) == 0 {
+                // Another thread may free the crossing block between the two reads: it writes
+                // the freed tag before it adds its remote units, so a block whose last unit is
+                // gone by now reads as freed when looked at again (Acquire on both sides).
+                if self.units(last) == 0 && self.crossing_last_or_uncounted(g) == Some(last) {
                     return Err("the last granule of a crossing block is not counted");
                 }
             }

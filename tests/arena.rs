@@ -1,6 +1,9 @@
 //! The arena on its own: no globals, one slot of reserved memory per test.
 
-use resizealloc::arena::{resize_policy, Arena, ArenaConfig, GRANULE, HEADER, PEAK_HISTORY};
+use resizealloc::arena::{
+    block_align, resize_policy, Arena, ArenaConfig, GRANULE, HEADER, LINE, LINE_ALIGN_FROM,
+    MIN_ALIGN, PEAK_HISTORY,
+};
 use resizealloc::os;
 
 const SLOT: usize = 64 << 20;
@@ -145,6 +148,40 @@ fn every_alignment_up_to_two_mib_is_honoured() {
         assert!(s.iter().all(|&b| b == v), "block overwritten");
     }
     a.check_invariants().unwrap();
+}
+
+#[test]
+fn blocks_of_a_page_or_more_start_on_a_cache_line_so_copies_between_them_stay_fast() {
+    let a = arena(ArenaConfig {
+        initial_capacity: 1 << 20,
+        ..Default::default()
+    });
+    for round in 0..3 {
+        // Round 0 overflows into the slow path; later rounds fit the run (the fast path).
+        let mut blocks = Vec::new();
+        for &size in &[100usize, 4096, 65536, 17, 8192, 4095, 65536, 65536, 1 << 20] {
+            let p = alloc(a, size, 16);
+            let want = if size >= LINE_ALIGN_FROM { LINE } else { MIN_ALIGN };
+            assert_eq!(p as usize % want, 0, "round {round}: {size} bytes at {p:p}");
+            blocks.push((p, size));
+        }
+        // Two page-multiple blocks handed out one after the other are not 16 bytes apart
+        // modulo 4 KiB (the `rep movsb` trap).
+        for w in blocks.windows(2) {
+            let (p, q) = (w[0].0 as usize, w[1].0 as usize);
+            if w[0].1 >= LINE_ALIGN_FROM && w[1].1 >= LINE_ALIGN_FROM {
+                assert_ne!(q.wrapping_sub(p) % 4096, 16, "round {round}: {w:?}");
+            }
+        }
+        a.check_invariants().unwrap();
+        for (p, _) in blocks.into_iter().rev() {
+            free(a, p);
+        }
+        a.reset();
+    }
+    assert_eq!(block_align(4096, 16), LINE);
+    assert_eq!(block_align(4095, 16), 16);
+    assert_eq!(block_align(1 << 20, 4096), 4096);
 }
 
 #[test]
