@@ -116,7 +116,7 @@ FNR == 1 { f = FILENAME; sub(".*/", "", f); n2 = split(f, parts, "."); alloc = p
 $1 == "RESULT" { val[$2, alloc, rnd] = $3; unit[$2] = $4 }
 END {
     na = split(names, A, " "); np = split(peers, P, " ")
-    nw = split("bumper lifo mixed temp8m outside threads1 threads2 thread_scaling peak_rss_kib", W, " ")
+    nw = split("bumper lifo mixed temp8m copy outside threads1 threads2 thread_scaling peak_rss_kib", W, " ")
     print "### Medians over rounds"; print ""
     hdr = "| workload | unit |"; sep = "|---|---|"
     for (i = 1; i <= na; i++) { hdr = hdr " " A[i] " |"; sep = sep "---:|" }
@@ -135,12 +135,13 @@ END {
     print ""; print "### Ratios: median of per-round ratios (below 1 is faster; for threads, throughput inverted)"; print ""
     print "| workload | resizealloc / ideal | resizealloc / fastest peer | resizealloc / glibc | targets |"
     print "|---|---:|---:|---:|---|"
-    for (w = 1; w <= 7; w++) {
+    for (w = 1; w <= 8; w++) {
         wl = W[w]; ri = ratio(wl, "resizealloc", "ideal"); rp = ratio(wl, "resizealloc", "peer"); rg = ratio(wl, "resizealloc", "glibc")
         tg = ""
         if (wl ~ /^(bumper|lifo|mixed)$/) tg = "<= 1.10x ideal: " check(ri, 1.10) "; <= 1.00x fastest peer: " check(rp, 1.0)
         if (wl == "mixed") tg = tg "; <= 0.50x fastest peer: " check(rp, 0.5)
         if (wl == "temp8m") tg = "<= 1.00x fastest peer: " check(rp, 1.0) "; <= 1.05x glibc: " check(rg, 1.05)
+        if (wl == "copy") tg = "no slower than the fastest peer: " check(rp, 1.0)
         if (wl == "outside") {
             ro = ratio(wl, "off", "forwarder"); rd = ratio(wl, "resizealloc", "forwarder")
             tg = "REGION=off / forwarder " fr(ro) " (<= 1.05x: " check(ro, 1.05) "); default mode / forwarder " fr(rd)

@@ -5,7 +5,7 @@
  *
  * Build: gcc -std=c11 -O2 -pthread -o bench_alloc bench_alloc.c -ldl -lm
  * Usage: bench_alloc [--quick] [--scale F] [--floor] [--only W1,W2,...]
- *   --only runs just the named workloads (bumper lifo mixed temp8m outside threads).
+ *   --only runs just the named workloads (bumper lifo mixed temp8m copy outside threads).
  * Output: lines "RESULT <name> <value> <unit>" (plus "INFO ..." lines).
  */
 #define _GNU_SOURCE
@@ -192,6 +192,33 @@ static double run_temp8m(long regions) {
     return t / (double)regions / 1e3; /* us per region */
 }
 
+/* ---- copy: a chain of 64 KiB temporaries, each a memcpy of the one before (np.concatenate,
+ * a copy of a step's array): t0 filled, t1 = copy of t0, ..., t3 = copy of t2, then all freed.
+ * Two blocks handed out one after the other with 16-byte headers lie 16 bytes apart modulo
+ * 4 KiB, where rep movsb is over 20x slower (4K aliasing); this measures that trap. */
+#define COPY_SZ (64 << 10)
+#define COPY_N 4
+static double run_copy(long regions) {
+    uint64_t acc = 0;
+    double t0 = now_ns();
+    for (long r = 0; r < regions; r++) {
+        rbegin();
+        char *t[COPY_N];
+        t[0] = xmalloc(COPY_SZ);
+        memset(t[0], (int)(r & 0x7f), COPY_SZ);
+        for (int i = 1; i < COPY_N; i++) {
+            t[i] = xmalloc(COPY_SZ);
+            memcpy(t[i], t[i - 1], COPY_SZ);
+        }
+        acc += (unsigned char)t[COPY_N - 1][(r * 4099) % COPY_SZ];
+        for (int i = COPY_N - 1; i >= 0; i--) xfree(t[i]);
+        rend();
+    }
+    double t = now_ns() - t0;
+    sink += acc;
+    return t / (double)regions / 1e3; /* us per region */
+}
+
 /* ---- f: bumper regions on N threads ---- */
 typedef struct {
     long regions;
@@ -265,6 +292,7 @@ int main(int argc, char **argv) {
     if (wanted("lifo")) run_lifo(50);
     if (wanted("mixed")) run_mixed(5);
     if (wanted("temp8m")) run_temp8m(3);
+    if (wanted("copy")) run_copy(200);
     if (wanted("outside")) run_bumper(50, 0);
 
     double v;
@@ -284,6 +312,10 @@ int main(int argc, char **argv) {
     if (wanted("temp8m")) {
         BEST(v, run_temp8m(scaled(200 / REPS, scale)));
         printf("RESULT temp8m %.3f us/region\n", v);
+    }
+    if (wanted("copy")) {
+        BEST(v, run_copy(scaled(20000 / REPS, scale)));
+        printf("RESULT copy %.3f us/region\n", v);
     }
     if (wanted("outside")) {
         BEST(v, run_bumper(scaled(100000 / REPS, scale), 0));
