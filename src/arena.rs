@@ -301,8 +301,13 @@ impl OwnerCounter {
 #[derive(Clone, Copy, Default)]
 struct Checkpoint {
     top: usize,
+    /// The run `top` belongs to; `VOID_RUN` for a checkpoint that gives nothing back.
     run_id: u64,
 }
+
+/// The `run_id` of a void checkpoint: no run ever has it (`run_id` counts up from 0 by one per
+/// run).
+const VOID_RUN: u64 = u64::MAX;
 
 /// Why the current run could not be extended.
 enum Stop {
@@ -854,20 +859,27 @@ impl Arena {
     /// calls it before it looks at or changes the counts or the run.
     #[inline(always)]
     fn flush_uncounted(&self) {
+        if self.uncounted.get() != self.top.get() {
+            self.flush_range();
+        }
+    }
+
+    /// [`Arena::flush_uncounted`] of a range that is not empty: out of line, so that callers
+    /// whose range is usually empty (region begins and ends) need no stack frame for it.
+    #[inline(never)]
+    fn flush_range(&self) {
         let (unc, top) = (self.uncounted.get(), self.top.get());
-        if unc != top {
-            // Closed first: what the walk may trigger (a look at the bound) flushes again.
-            self.uncounted.set(top);
-            let freed = self.uncounted_freed.get() + self.count_range(unc, top);
-            if freed >= GRANULE {
-                // The owner's frees in the range never touched the counts: they empty granules
-                // now, as counted frees would have (see `granules_emptied`), a granule's worth
-                // at a time (ranges are often shorter than a granule).
-                self.uncounted_freed.set(freed % GRANULE);
-                self.granules_emptied(freed / GRANULE, unc);
-            } else {
-                self.uncounted_freed.set(freed);
-            }
+        // Closed first: what the walk may trigger (a look at the bound) flushes again.
+        self.uncounted.set(top);
+        let freed = self.uncounted_freed.get() + self.count_range(unc, top);
+        if freed >= GRANULE {
+            // The owner's frees in the range never touched the counts: they empty granules
+            // now, as counted frees would have (see `granules_emptied`), a granule's worth at a
+            // time (ranges are often shorter than a granule).
+            self.uncounted_freed.set(freed % GRANULE);
+            self.granules_emptied(freed / GRANULE, unc);
+        } else {
+            self.uncounted_freed.set(freed);
         }
     }
 
@@ -1398,16 +1410,8 @@ impl Arena {
             if word_tag(word) != TAG_LIVE {
                 return false; // sampled, or a double free: the slow path tells
             }
-            // SAFETY: as above; marks it freed for double-free detection (and so that the walk
-            // does not count it): the tag is the header word's low 16 bits (little endian).
-            unsafe { *(hdr as *mut u16) = TAG_FREED as u16 };
-            if align_up(p + word_size(word), MIN_ALIGN) == top {
-                if top > self.peak_top.get() {
-                    self.peak_top.set(top);
-                }
-                self.top.set(hdr);
-            }
-            self.debug_check();
+            // SAFETY: a live, uncounted block of ours.
+            unsafe { self.free_uncounted(hdr, p + word_size(word)) };
             return true;
         }
         if !self.plausible(p) {
@@ -1429,6 +1433,26 @@ impl Arena {
         }
         self.debug_check();
         true
+    }
+
+    /// Frees the live block `[hdr + HEADER, end)` of the uncounted range: it was never counted,
+    /// so this is a tag flip, and the last block also goes back to the bump pointer.
+    ///
+    /// # Safety
+    /// Owner thread; `hdr` is the header of a live block in the uncounted range.
+    #[inline(always)]
+    unsafe fn free_uncounted(&self, hdr: usize, end: usize) {
+        // SAFETY: caller's obligation; marks it freed for double-free detection (and so that
+        // the walk does not count it): the tag is the header word's low 16 bits (little endian).
+        unsafe { *(hdr as *mut u16) = TAG_FREED as u16 };
+        let top = self.top.get();
+        if align_up(end, MIN_ALIGN) == top {
+            if top > self.peak_top.get() {
+                self.peak_top.set(top);
+            }
+            self.top.set(hdr);
+        }
+        self.debug_check();
     }
 
     /// Takes the units of the block `[hdr + HEADER, end)` off its first and last granule.
@@ -1474,8 +1498,25 @@ impl Arena {
     #[cold]
     #[inline(never)]
     unsafe fn free_local_slow(&self, p: *mut u8) {
-        self.flush_uncounted();
         let p = p as usize;
+        let hdr = p.wrapping_sub(HEADER);
+        let (top, unc) = (self.top.get(), self.uncounted.get());
+        if hdr.wrapping_sub(unc) < top - unc {
+            // SAFETY: `hdr` lies in the uncounted range of our committed run: a block's header.
+            let word = unsafe { *(hdr as *const usize) };
+            if word_tag(word) == TAG_SAMPLED {
+                // A sampled block not counted yet (the fast path took the plain ones): learn
+                // from it, then free it without counting the range first.
+                // SAFETY: the header of a live sampled block of ours.
+                if let Some(w) = unsafe { Self::sample_of(hdr as *mut usize) } {
+                    self.learn_from_free(p, w);
+                }
+                // SAFETY: a live, uncounted block of ours.
+                unsafe { self.free_uncounted(hdr, p + word_size(word)) };
+                return;
+            }
+        }
+        self.flush_uncounted();
         if !self.plausible(p) {
             bad_free(false);
         }
@@ -1674,15 +1715,29 @@ impl Arena {
     /// uncounted range from the checkpoint on. The bump pointer stays where it is: a region
     /// that keeps one small block packs it next to the last one (moving to the next granule,
     /// as an earlier version did, pinned a granule per region in process mode).
+    ///
+    /// A process-mode arena only counts the nesting: its regions are the program's markers
+    /// inside a process that never ends its outermost one, the arena reuses freed memory by
+    /// laps, and the checkpoint (a flush of the blocks kept since the last one, at every region
+    /// begin of a program that keeps one block per region) cost more than it gave back.
+    #[inline]
     pub fn push_checkpoint(&self) {
-        self.flush_uncounted();
         let depth = self.checkpoint_depth.get();
         self.checkpoint_depth.set(depth + 1);
         if depth < MAX_CHECKPOINTS {
-            self.checkpoints[depth].set(Checkpoint {
-                top: self.top.get(),
-                run_id: self.run_id.get(),
-            });
+            let cp = if self.recycle {
+                Checkpoint {
+                    top: 0,
+                    run_id: VOID_RUN,
+                }
+            } else {
+                self.flush_uncounted();
+                Checkpoint {
+                    top: self.top.get(),
+                    run_id: self.run_id.get(),
+                }
+            };
+            self.checkpoints[depth].set(cp);
         }
         self.debug_check();
     }
@@ -1701,7 +1756,8 @@ impl Arena {
         }
         let cp = self.checkpoints[depth - 1].get();
         if cp.run_id != self.run_id.get() {
-            return; // the run moved on: the memory in between is not ours to vouch for
+            // Void, or the run moved on: the memory in between is not ours to vouch for.
+            return;
         }
         let unc = self.uncounted.get();
         if unc <= cp.top {
@@ -2262,7 +2318,61 @@ impl Arena {
     ///
     /// # Safety
     /// As [`Arena::alloc`].
+    #[inline(always)]
     pub unsafe fn alloc_predicted(
+        &self,
+        size: usize,
+        align: usize,
+        site: usize,
+        zeroed: bool,
+    ) -> *mut u8 {
+        if !zeroed {
+            // SAFETY: forwarded obligations.
+            let p = unsafe { self.try_alloc_predicted_fast(size, align, site) };
+            if !p.is_null() {
+                return p;
+            }
+        }
+        // SAFETY: forwarded obligations.
+        unsafe { self.alloc_predicted_general(size, align, site, zeroed) }
+    }
+
+    /// The common case of [`Arena::alloc_predicted`], calling nothing: a block under a page
+    /// from the run for a site predicted short, when it is not sampled and no sweep is due.
+    /// Null, having changed nothing, for anything else: the caller then takes the general
+    /// path, which starts from scratch.
+    ///
+    /// # Safety
+    /// As [`Arena::alloc`].
+    #[inline(always)]
+    pub unsafe fn try_alloc_predicted_fast(&self, size: usize, align: usize, site: usize) -> *mut u8 {
+        let clock = self.alloc_clock.get() + (size + HEADER) as u64;
+        let countdown = self.sample_countdown.get();
+        if countdown <= 1
+            || clock >= self.next_sweep.get()
+            || size >= LINE_ALIGN_FROM
+            || align > MIN_ALIGN
+            || lifetime::predicts_long(lifetime::key(site, size))
+        {
+            return ptr::null_mut();
+        }
+        // SAFETY: forwarded obligations; a small block with the usual alignment, so this is the
+        // inlined path of `try_alloc_fast`.
+        let p = unsafe { self.try_alloc_fast(size, align) };
+        if !p.is_null() {
+            self.alloc_clock.set(clock);
+            self.sample_countdown.set(countdown - 1);
+        }
+        p
+    }
+
+    /// [`Arena::alloc_predicted`] in full: the clock and the sweep, long sites and their probes,
+    /// sampling, and the slow path.
+    ///
+    /// # Safety
+    /// As [`Arena::alloc`].
+    #[inline(never)]
+    unsafe fn alloc_predicted_general(
         &self,
         size: usize,
         align: usize,

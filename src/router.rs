@@ -102,12 +102,28 @@ pub fn alloc_slow_at(size: usize, align: usize, site: usize) -> *mut u8 {
     unsafe { (*a).alloc_predicted(size, align, site, false) }
 }
 
+/// The common case of the [`Route::Predict`] path, calling nothing: a small block for a site
+/// predicted short, when it is not sampled and no sweep is due; null means "take
+/// [`alloc_predicted`]" (which decides again from scratch).
+///
+/// # Safety
+/// `size >= 1`.
+#[inline(always)]
+pub unsafe fn try_alloc_predicted_fast(size: usize, site: usize) -> *mut u8 {
+    let a = region::predicted_arena(region::state());
+    if a.is_null() {
+        return ptr::null_mut();
+    }
+    // SAFETY: our own arena; size >= 1 is the caller's obligation, MIN_ALIGN a power of two.
+    unsafe { (*a).try_alloc_predicted_fast(size, MIN_ALIGN, site) }
+}
+
 /// The [`Route::Predict`] path: the lifetime predictor decides between the thread's arena and
 /// the next allocator (null). `site` is the caller's return address, or 0 when unknown.
 ///
 /// # Safety
 /// `size >= 1`; `align` is a power of two.
-#[inline(never)]
+#[inline]
 pub unsafe fn alloc_predicted(size: usize, align: usize, site: usize) -> *mut u8 {
     let a = region::predicted_arena(region::state());
     if a.is_null() {

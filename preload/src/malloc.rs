@@ -94,9 +94,20 @@ fn malloc_slow(size: usize, site: usize) -> *mut c_void {
     real::malloc(size)
 }
 
-/// Process mode (and regions that leave blocks behind): the predictor picks the side.
+/// Process mode (and regions that leave blocks behind): the predictor picks the side. The
+/// common case calls nothing (so needs no stack frame); the rest is one tail call.
 #[inline(never)]
 fn malloc_predicted(size: usize, site: usize) -> *mut c_void {
+    // SAFETY: size at least 1.
+    let p = unsafe { router::try_alloc_predicted_fast(size.max(1), site) };
+    if !p.is_null() {
+        return p as *mut c_void;
+    }
+    malloc_predicted_general(size, site)
+}
+
+#[inline(never)]
+fn malloc_predicted_general(size: usize, site: usize) -> *mut c_void {
     // SAFETY: size at least 1, MIN_ALIGN a power of two.
     let p = unsafe { router::alloc_predicted(size.max(1), MIN_ALIGN, site) };
     if !p.is_null() {
