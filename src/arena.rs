@@ -298,6 +298,17 @@ impl OwnerCounter {
     }
 }
 
+/// What the predictor's fast path ([`Arena::try_alloc_predicted_fast`]) decided.
+#[derive(Clone, Copy)]
+pub enum Predicted {
+    /// A block from the arena.
+    Block(*mut u8),
+    /// A long site's request: the next allocator serves it.
+    Next,
+    /// Neither: take [`Arena::alloc_predicted`], which decides from scratch.
+    General,
+}
+
 #[derive(Clone, Copy, Default)]
 struct Checkpoint {
     top: usize,
@@ -1824,11 +1835,18 @@ impl Arena {
     ///   pack together instead of each pinning a granule in the middle of the working space;
     /// * unless the room left before the capacity end is smaller than the last peak: then back
     ///   to the start, skipping pinned granules (a lap, as in a ring buffer).
+    #[inline]
     pub fn reset(&self) {
         self.flush_uncounted();
-        if self.quiet_reset() {
-            return;
+        if !self.quiet_reset() {
+            self.reset_general();
         }
+    }
+
+    /// [`Arena::reset`] when [`Arena::quiet_reset`] declined: out of line, so that a region
+    /// end that takes the quiet path needs no stack frame for it.
+    #[inline(never)]
+    fn reset_general(&self) {
         self.settle_overflow();
         self.dry.set(false);
         // What the region needed: the span its bump pointer covered, less the granules it had to
@@ -1909,6 +1927,7 @@ impl Arena {
 
     /// The next region starts at `resume`. `nothing_live_past` says that no block in
     /// `[resume, top)` is live; `shrunk`, that the capacity was just lowered.
+    #[inline]
     fn resume_at(&self, resume: usize, nothing_live_past: bool, shrunk: bool) {
         if nothing_live_past && self.run_start.get() <= resume && resume <= self.top.get() {
             // Keep the current run from `resume` on: nothing in `[resume, top)` is live and
@@ -1963,7 +1982,7 @@ impl Arena {
             || self.live_bytes() != 0
             || self.live_at_reset.get() != 0
             || self.bytes_routed_away.get() != self.routed_at_reset.get()
-            || self.resident() * GRANULE > self.allowance(0)
+            || self.resident() * GRANULE > footprint::allowance(self.planned_bytes(), 0)
         {
             return false;
         }
@@ -2328,42 +2347,54 @@ impl Arena {
     ) -> *mut u8 {
         if !zeroed {
             // SAFETY: forwarded obligations.
-            let p = unsafe { self.try_alloc_predicted_fast(size, align, site) };
-            if !p.is_null() {
-                return p;
+            match unsafe { self.try_alloc_predicted_fast(size, align, site) } {
+                Predicted::Block(p) => return p,
+                Predicted::Next => return ptr::null_mut(),
+                Predicted::General => {}
             }
         }
         // SAFETY: forwarded obligations.
         unsafe { self.alloc_predicted_general(size, align, site, zeroed) }
     }
 
-    /// The common case of [`Arena::alloc_predicted`], calling nothing: a block under a page
-    /// from the run for a site predicted short, when it is not sampled and no sweep is due.
-    /// Null, having changed nothing, for anything else: the caller then takes the general
-    /// path, which starts from scratch.
+    /// The common cases of [`Arena::alloc_predicted`], calling nothing, when no sweep is due: a
+    /// long site's request goes to the next allocator (but for its probes), and a short site's
+    /// block under a page comes from the run (unless it is sampled). Anything else is
+    /// [`Predicted::General`], having changed nothing: the caller then takes the general path,
+    /// which decides from scratch.
     ///
     /// # Safety
     /// As [`Arena::alloc`].
     #[inline(always)]
-    pub unsafe fn try_alloc_predicted_fast(&self, size: usize, align: usize, site: usize) -> *mut u8 {
+    pub unsafe fn try_alloc_predicted_fast(&self, size: usize, align: usize, site: usize) -> Predicted {
         let clock = self.alloc_clock.get() + (size + HEADER) as u64;
+        if clock >= self.next_sweep.get() {
+            return Predicted::General;
+        }
+        if size < LARGE_STAYS && lifetime::predicts_long(lifetime::key(site, size)) {
+            let n = self.probe_countdown.get();
+            if n <= 1 {
+                return Predicted::General; // a probe
+            }
+            self.alloc_clock.set(clock);
+            self.probe_countdown.set(n - 1);
+            self.bytes_routed_away.add(size as u64);
+            self.note_sent_to_next(size);
+            return Predicted::Next;
+        }
         let countdown = self.sample_countdown.get();
-        if countdown <= 1
-            || clock >= self.next_sweep.get()
-            || size >= LINE_ALIGN_FROM
-            || align > MIN_ALIGN
-            || lifetime::predicts_long(lifetime::key(site, size))
-        {
-            return ptr::null_mut();
+        if countdown <= 1 || size >= LINE_ALIGN_FROM || align > MIN_ALIGN {
+            return Predicted::General;
         }
         // SAFETY: forwarded obligations; a small block with the usual alignment, so this is the
         // inlined path of `try_alloc_fast`.
         let p = unsafe { self.try_alloc_fast(size, align) };
-        if !p.is_null() {
-            self.alloc_clock.set(clock);
-            self.sample_countdown.set(countdown - 1);
+        if p.is_null() {
+            return Predicted::General;
         }
-        p
+        self.alloc_clock.set(clock);
+        self.sample_countdown.set(countdown - 1);
+        Predicted::Block(p)
     }
 
     /// [`Arena::alloc_predicted`] in full: the clock and the sweep, long sites and their probes,

@@ -505,26 +505,21 @@ pub fn region_begin() {
     if m & MODE_OFF != 0 {
         return;
     }
-    if m & MODE_PROCESS != 0 {
-        let a = join_process(ts);
-        if !a.is_null() {
-            // SAFETY: our own arena, on its owner thread.
-            unsafe { (*a).push_checkpoint() };
-        }
+    if ts.flags.get() & JOINED != 0 {
+        // Process mode (or joined it earlier, markers now): the outermost region is the
+        // process, and the program's markers only nest. A process-mode arena takes no
+        // checkpoints: it reuses freed memory by laps (see `Arena::push_checkpoint`).
         return;
     }
-    if ts.flags.get() & JOINED != 0 {
-        // Joined process mode earlier, markers now: the outer region is still the process.
-        // The arena is gone only after the thread's exit destructor ran.
-        let a = ts.arena.get();
-        if !a.is_null() {
-            // SAFETY: our own arena, on its owner thread.
-            unsafe { (*a).push_checkpoint() };
-        }
+    if m & MODE_PROCESS != 0 {
+        join_process(ts);
         return;
     }
     if depth == 0 {
-        let a = ensure_arena(ts);
+        let a = match ts.arena.get() {
+            a if !a.is_null() => a,
+            _ => ensure_arena(ts),
+        };
         ts.active.set(if a.is_null() {
             outside_value()
         // SAFETY: our own arena.
@@ -548,6 +543,9 @@ pub fn region_end() -> Result<(), RegionError> {
         return Err(RegionError::NotInRegion);
     }
     ts.depth.set(depth - 1);
+    if ts.flags.get() & JOINED != 0 {
+        return Ok(()); // process mode: the markers only nest (see `region_begin`)
+    }
     let a = ts.arena.get();
     if a.is_null() || MODE.load(Ordering::Relaxed) & MODE_OFF != 0 {
         // No arena, or markers are ignored (begin pushed nothing either).
@@ -555,9 +553,7 @@ pub fn region_end() -> Result<(), RegionError> {
     }
     // SAFETY: `a` is this thread's own arena.
     let arena = unsafe { &*a };
-    if ts.flags.get() & JOINED != 0 {
-        arena.pop_checkpoint();
-    } else if !in_arena_region(ts) {
+    if !in_arena_region(ts) {
         // Entered while markers were off (or no arena): nothing to undo.
     } else if depth == 1 {
         ts.active.set(outside_value());

@@ -11,7 +11,7 @@
 use core::ptr;
 use core::sync::atomic::Ordering;
 
-use crate::arena::{Arena, MIN_ALIGN};
+use crate::arena::{Arena, Predicted, MIN_ALIGN};
 use crate::region::{self, MODE, MODE_ATTENTION, MODE_OFF, MODE_PROCESS};
 use crate::reservation;
 
@@ -102,17 +102,17 @@ pub fn alloc_slow_at(size: usize, align: usize, site: usize) -> *mut u8 {
     unsafe { (*a).alloc_predicted(size, align, site, false) }
 }
 
-/// The common case of the [`Route::Predict`] path, calling nothing: a small block for a site
-/// predicted short, when it is not sampled and no sweep is due; null means "take
-/// [`alloc_predicted`]" (which decides again from scratch).
+/// The common cases of the [`Route::Predict`] path, calling nothing (see
+/// [`Arena::try_alloc_predicted_fast`]); [`Predicted::General`] means "take
+/// [`alloc_predicted`]", which decides again from scratch.
 ///
 /// # Safety
 /// `size >= 1`.
 #[inline(always)]
-pub unsafe fn try_alloc_predicted_fast(size: usize, site: usize) -> *mut u8 {
+pub unsafe fn try_alloc_predicted_fast(size: usize, site: usize) -> Predicted {
     let a = region::predicted_arena(region::state());
     if a.is_null() {
-        return ptr::null_mut();
+        return Predicted::General;
     }
     // SAFETY: our own arena; size >= 1 is the caller's obligation, MIN_ALIGN a power of two.
     unsafe { (*a).try_alloc_predicted_fast(size, MIN_ALIGN, site) }

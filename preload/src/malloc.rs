@@ -9,6 +9,7 @@
 use core::ffi::{c_int, c_void};
 use core::ptr;
 
+use resizealloc::arena::Predicted;
 use resizealloc::router;
 
 use crate::real;
@@ -99,11 +100,11 @@ fn malloc_slow(size: usize, site: usize) -> *mut c_void {
 #[inline(never)]
 fn malloc_predicted(size: usize, site: usize) -> *mut c_void {
     // SAFETY: size at least 1.
-    let p = unsafe { router::try_alloc_predicted_fast(size.max(1), site) };
-    if !p.is_null() {
-        return p as *mut c_void;
+    match unsafe { router::try_alloc_predicted_fast(size.max(1), site) } {
+        Predicted::Block(p) => p as *mut c_void,
+        Predicted::Next => real::malloc(size),
+        Predicted::General => malloc_predicted_general(size, site),
     }
-    malloc_predicted_general(size, site)
 }
 
 #[inline(never)]

@@ -657,6 +657,8 @@ fn thread_region_begin() {
 
 /// The calling thread left its outermost region: every pool's region ends, and a pool resizes
 /// to its region's peak when no thread is inside a region any more.
+#[cold]
+#[inline(never)]
 fn thread_region_end() {
     let mut registry = REGISTRY.lock();
     if registry.threads_in_regions == 0 {
