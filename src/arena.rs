@@ -2345,13 +2345,11 @@ impl Arena {
         site: usize,
         zeroed: bool,
     ) -> *mut u8 {
-        if !zeroed {
-            // SAFETY: forwarded obligations.
-            match unsafe { self.try_alloc_predicted_fast(size, align, site) } {
-                Predicted::Block(p) => return p,
-                Predicted::Next => return ptr::null_mut(),
-                Predicted::General => {}
-            }
+        // SAFETY: forwarded obligations.
+        match unsafe { self.try_alloc_predicted_fast(size, align, site, zeroed) } {
+            Predicted::Block(p) => return p,
+            Predicted::Next => return ptr::null_mut(),
+            Predicted::General => {}
         }
         // SAFETY: forwarded obligations.
         unsafe { self.alloc_predicted_general(size, align, site, zeroed) }
@@ -2359,14 +2357,21 @@ impl Arena {
 
     /// The common cases of [`Arena::alloc_predicted`], calling nothing, when no sweep is due: a
     /// long site's request goes to the next allocator (but for its probes), and a short site's
-    /// block under a page comes from the run (unless it is sampled). Anything else is
+    /// block under a page comes from the run (unless it is sampled, or `zeroed`: `calloc` takes
+    /// the general path, which knows what needs clearing). Anything else is
     /// [`Predicted::General`], having changed nothing: the caller then takes the general path,
     /// which decides from scratch.
     ///
     /// # Safety
     /// As [`Arena::alloc`].
     #[inline(always)]
-    pub unsafe fn try_alloc_predicted_fast(&self, size: usize, align: usize, site: usize) -> Predicted {
+    pub unsafe fn try_alloc_predicted_fast(
+        &self,
+        size: usize,
+        align: usize,
+        site: usize,
+        zeroed: bool,
+    ) -> Predicted {
         let clock = self.alloc_clock.get() + (size + HEADER) as u64;
         if clock >= self.next_sweep.get() {
             return Predicted::General;
@@ -2383,7 +2388,7 @@ impl Arena {
             return Predicted::Next;
         }
         let countdown = self.sample_countdown.get();
-        if countdown <= 1 || size >= LINE_ALIGN_FROM || align > MIN_ALIGN {
+        if zeroed || countdown <= 1 || size >= LINE_ALIGN_FROM || align > MIN_ALIGN {
             return Predicted::General;
         }
         // SAFETY: forwarded obligations; a small block with the usual alignment, so this is the

@@ -220,14 +220,22 @@ extern "C" {
 pub(crate) fn mode() -> u8 {
     let m = MODE.load(Ordering::Relaxed);
     if m == MODE_UNINIT {
-        // SAFETY: reading a pointer-sized libc global; a torn read is impossible on our targets.
-        if unsafe { environ.is_null() } {
-            return MODE_MARKERS;
-        }
-        options::init_from_env();
-        return MODE.load(Ordering::Relaxed);
+        return mode_first_look();
     }
     m
+}
+
+/// [`mode`] before anyone read the options: out of line, so that callers need no stack frame
+/// for it.
+#[cold]
+#[inline(never)]
+fn mode_first_look() -> u8 {
+    // SAFETY: reading a pointer-sized libc global; a torn read is impossible on our targets.
+    if unsafe { environ.is_null() } {
+        return MODE_MARKERS;
+    }
+    options::init_from_env();
+    MODE.load(Ordering::Relaxed)
 }
 
 /// True once the options were read (lazily or by [`options::init_from_env`]).
@@ -495,20 +503,20 @@ impl std::error::Error for RegionError {}
 /// Enters a region on the calling thread. Regions nest; only the outermost end resets and
 /// resizes the arena. With `RESIZEALLOC_REGION=off` the depth is counted but nothing is routed.
 pub fn region_begin() {
-    let m = mode();
     let ts = state();
     let depth = ts.depth.get();
     if depth == u32::MAX {
         return;
     }
     ts.depth.set(depth + 1);
-    if m & MODE_OFF != 0 {
-        return;
-    }
     if ts.flags.get() & JOINED != 0 {
         // Process mode (or joined it earlier, markers now): the outermost region is the
         // process, and the program's markers only nest. A process-mode arena takes no
         // checkpoints: it reuses freed memory by laps (see `Arena::push_checkpoint`).
+        return;
+    }
+    let m = mode();
+    if m & MODE_OFF != 0 {
         return;
     }
     if m & MODE_PROCESS != 0 {

@@ -115,7 +115,7 @@ pub unsafe fn try_alloc_predicted_fast(size: usize, site: usize) -> Predicted {
         return Predicted::General;
     }
     // SAFETY: our own arena; size >= 1 is the caller's obligation, MIN_ALIGN a power of two.
-    unsafe { (*a).try_alloc_predicted_fast(size, MIN_ALIGN, site) }
+    unsafe { (*a).try_alloc_predicted_fast(size, MIN_ALIGN, site, false) }
 }
 
 /// The [`Route::Predict`] path: the lifetime predictor decides between the thread's arena and
