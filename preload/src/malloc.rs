@@ -107,6 +107,8 @@ fn malloc_predicted(size: usize, site: usize) -> *mut c_void {
     }
 }
 
+/// Everything [`malloc_predicted`]'s fast path left: sampling, probes, the sweep, the arena's
+/// slow path; the next allocator when the arena declines.
 #[inline(never)]
 fn malloc_predicted_general(size: usize, site: usize) -> *mut c_void {
     // SAFETY: size at least 1, MIN_ALIGN a power of two.
