@@ -400,6 +400,55 @@ fn a_closed_arena_turns_requests_away_until_frees_make_room_again() {
 }
 
 #[test]
+fn a_stale_crossing_entry_under_new_data_neither_breaks_the_checks_nor_frees_live_memory() {
+    // A region's blocks are counted (their granules' crossing entries name their headers),
+    // freed LIFO, and the next region reuses the same run: its data lies over the old headers.
+    // Read as a header, that data looks like a live block of 1 GiB. The arena may only ever
+    // take such an entry for "covered" (keeping memory), and the checks must see through it.
+    let a = arena(ArenaConfig {
+        initial_capacity: 1 << 20,
+        ..Default::default()
+    });
+    let x = alloc(a, 20_000, 16); // granule 0 into 1
+    let y = alloc(a, 20_000, 16); // granule 1 into 2
+    let z = alloc(a, 100, 16); // starts in granule 2: its entry names its header
+    a.push_checkpoint(); // counts them
+    a.pop_checkpoint();
+    for p in [z, y, x] {
+        free(a, p);
+    }
+    a.reset(); // nothing live: the next region keeps the run from its start
+    a.check_invariants().unwrap();
+    let big = alloc(a, 45_000, 16); // granule 0 to 2, over `z`'s header
+    assert_eq!(big, x, "the run was not kept");
+    // Words that read as "a live block of 1 GiB" where `z`'s header was.
+    let spoof: u64 = (1 << 30) << 16 | 0xA110;
+    // SAFETY: `big` is a fresh 45,000-byte block, 16-byte aligned.
+    unsafe { std::slice::from_raw_parts_mut(big as *mut u64, 45_000 / 8).fill(spoof) };
+    a.check_invariants().unwrap();
+    a.push_checkpoint(); // counts `big`
+    a.check_invariants().unwrap();
+    let more: Vec<_> = (0..40).map(|_| alloc(a, 3000, 16)).collect();
+    a.check_invariants().unwrap();
+    for &p in &more {
+        assert!(
+            p as usize >= big as usize + 45_000 || (p as usize) + 3000 <= big as usize,
+            "a live block was handed out again"
+        );
+    }
+    // SAFETY: `big` is still live.
+    let data = unsafe { std::slice::from_raw_parts(big as *const u64, 45_000 / 8) };
+    assert!(data.iter().all(|&w| w == spoof), "a live block's contents changed");
+    for p in more.into_iter().rev() {
+        free(a, p);
+    }
+    a.pop_checkpoint();
+    free(a, big);
+    a.reset();
+    a.check_invariants().unwrap();
+}
+
+#[test]
 fn lifo_free_returns_memory_at_once() {
     let a = arena(ArenaConfig::default());
     let p = alloc(a, 300, 16);
