@@ -1,0 +1,84 @@
+#!/usr/bin/env python3
+"""The floor of scripts/bench_numpy.py's step: the same work with no allocation at all.
+
+The step (see bench_numpy.py) run into preallocated outputs, laid out in one buffer, each on a
+64-byte line and 64 bytes apart modulo 4 KiB (so no copy hits the 4K-aliasing trap of rep movsb:
+see scripts/memcpy_alias.c). No allocator can make the step faster than this, so plain / floor
+bounds the speed-up any allocator can give over plain glibc.
+
+    target/py/bin/python scripts/bench_numpy_floor.py [--rounds 3]
+"""
+import argparse
+import statistics
+import time
+
+import numpy as np
+
+SIZES = {"1K": 1 << 10, "64K": 64 << 10, "8M": 8 << 20, "64M": 64 << 20}
+STEPS = {"1K": 100000, "64K": 20000, "8M": 200, "64M": 20}
+
+
+def measure(size_name, rounds):
+    nbytes = SIZES[size_name]
+    n = nbytes // 8
+    rng = np.random.default_rng(1)
+    pool = np.empty(8 * n + 1024)
+    cursor = [(-pool.ctypes.data % 64) // 8]
+
+    def take(k):
+        start = cursor[0]
+        cursor[0] += k + 8  # the next array starts 64 bytes further
+        return pool[start:start + k]
+
+    a, b = take(n), take(n)
+    a[:] = rng.random(n)
+    b[:] = rng.random(n)
+    c, d, e, f, t = take(n), take(2 * n), take(n), take(n), take(n)
+
+    def plain_step():
+        c2 = a * 1.5 + b
+        d2 = np.concatenate((c2, b))
+        e2 = d2[::2] * 2.0
+        f2 = np.sqrt(np.abs(e2)) - c2
+        return f2[-1]
+
+    def floor_step():
+        np.multiply(a, 1.5, out=t)
+        np.add(t, b, out=c)
+        d[:n] = c
+        d[n:] = b
+        np.multiply(d[::2], 2.0, out=e)
+        np.abs(e, out=t)
+        np.sqrt(t, out=t)
+        np.subtract(t, c, out=f)
+        return f[-1]
+
+    assert plain_step() == floor_step()
+    result = {}
+    for fn in (plain_step, floor_step):
+        times = []
+        for _ in range(rounds):
+            fn()
+            t0 = time.perf_counter()
+            for _ in range(STEPS[size_name]):
+                fn()
+            times.append((time.perf_counter() - t0) / STEPS[size_name] * 1e6)
+        result[fn.__name__] = statistics.median(times)
+    return result
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--sizes", default="1K,64K,8M,64M")
+    args = ap.parse_args()
+    print("| array size | plain us | floor us | plain / floor (the most any allocator can give) |")
+    print("|---|---:|---:|---:|")
+    for name in args.sizes.split(","):
+        r = measure(name, args.rounds)
+        print(f"| {name} | {r['plain_step']:.3g} | {r['floor_step']:.3g} | "
+              f"{r['plain_step'] / r['floor_step']:.2f}x |")
+
+
+if __name__ == "__main__":
+    main()
