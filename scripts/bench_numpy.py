@@ -33,6 +33,16 @@ STEPS = {"1K": 100000, "64K": 20000, "8M": 200, "64M": 20}
 CONFIGS = ["plain", "region", "preload", "mimalloc"]
 
 
+def numpy_step(np, a, b):
+    """One step: the temporaries of the module docstring; returns a checksum term. `np` is the
+    numpy module (imported by the caller: the parent process runs without it)."""
+    c = a * 1.5 + b
+    d = np.concatenate((c, b))
+    e = d[::2] * 2.0
+    f = np.sqrt(np.abs(e)) - c
+    return f[-1]
+
+
 def child(config, size_name, reps):
     import numpy as np
 
@@ -53,11 +63,7 @@ def child(config, size_name, reps):
     checksum = 0.0
 
     def step():
-        c = a * 1.5 + b
-        d = np.concatenate((c, b))
-        e = d[::2] * 2.0
-        f = np.sqrt(np.abs(e)) - c
-        return f[-1]
+        return numpy_step(np, a, b)
 
     times = []
     for r in range(reps + 1):  # the first repetition warms up (arena sizing, page faults)

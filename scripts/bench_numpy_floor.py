@@ -9,13 +9,15 @@ bounds the speed-up any allocator can give over plain glibc.
     target/py/bin/python scripts/bench_numpy_floor.py [--rounds 3]
 """
 import argparse
+import os
 import statistics
+import sys
 import time
 
 import numpy as np
 
-SIZES = {"1K": 1 << 10, "64K": 64 << 10, "8M": 8 << 20, "64M": 64 << 20}
-STEPS = {"1K": 100000, "64K": 20000, "8M": 200, "64M": 20}
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from bench_numpy import SIZES, STEPS, numpy_step  # noqa: E402  (the same step and sizes)
 
 
 def measure(size_name, rounds):
@@ -36,11 +38,7 @@ def measure(size_name, rounds):
     c, d, e, f, t = take(n), take(2 * n), take(n), take(n), take(n)
 
     def plain_step():
-        c2 = a * 1.5 + b
-        d2 = np.concatenate((c2, b))
-        e2 = d2[::2] * 2.0
-        f2 = np.sqrt(np.abs(e2)) - c2
-        return f2[-1]
+        return numpy_step(np, a, b)
 
     def floor_step():
         np.multiply(a, 1.5, out=t)
