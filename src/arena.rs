@@ -36,7 +36,9 @@
 //! double-free detection; one store writes it, one load checks it. The span of a block is
 //! `[header, block + size)`: it is counted in its first granule and in its last granule (two
 //! units, in one granule or two); the granules in between are covered through `cross`. Blocks
-//! are 16-byte aligned, and the bump pointer stays 16-byte aligned.
+//! are 16-byte aligned (blocks of a page or more 64-byte aligned, see [`block_align`]), and the
+//! bump pointer stays 16-byte aligned; alignment padding in front of a fast-path block carries a
+//! gap header, so that the uncounted range can be walked header to header.
 
 use core::cell::Cell;
 use core::mem::size_of;
