@@ -161,7 +161,11 @@ fn blocks_of_a_page_or_more_start_on_a_cache_line_so_copies_between_them_stay_fa
         let mut blocks = Vec::new();
         for &size in &[100usize, 4096, 65536, 17, 8192, 4095, 65536, 65536, 1 << 20] {
             let p = alloc(a, size, 16);
-            let want = if size >= LINE_ALIGN_FROM { LINE } else { MIN_ALIGN };
+            let want = if size >= LINE_ALIGN_FROM {
+                LINE
+            } else {
+                MIN_ALIGN
+            };
             assert_eq!(p as usize % want, 0, "round {round}: {size} bytes at {p:p}");
             blocks.push((p, size));
         }
@@ -334,10 +338,18 @@ fn a_nested_region_gives_back_blocks_freed_out_of_order_and_keeps_what_lives() {
     a.pop_checkpoint();
     a.check_invariants().unwrap();
     let next = alloc(a, 500, 16);
-    assert!(next as usize >= kept as usize + 500, "a live block was handed out again");
-    assert!(next as usize <= tail as usize, "the freed tail was not reused");
+    assert!(
+        next as usize >= kept as usize + 500,
+        "a live block was handed out again"
+    );
+    assert!(
+        next as usize <= tail as usize,
+        "the freed tail was not reused"
+    );
     // SAFETY: `kept` is live.
-    assert!(unsafe { std::slice::from_raw_parts(kept, 500) }.iter().all(|&b| b == 0x5A));
+    assert!(unsafe { std::slice::from_raw_parts(kept, 500) }
+        .iter()
+        .all(|&b| b == 0x5A));
 
     // A block another thread freed is kept until the range is counted (its remote units must
     // meet local ones); the counts stay exact.
@@ -348,7 +360,10 @@ fn a_nested_region_gives_back_blocks_freed_out_of_order_and_keeps_what_lives() {
     a.pop_checkpoint();
     a.check_invariants().unwrap();
     let after = alloc(a, 200, 16);
-    assert!(after as usize > remote as usize, "the remote-freed block's memory came back early");
+    assert!(
+        after as usize > remote as usize,
+        "the remote-freed block's memory came back early"
+    );
     for p in [outer, reused, kept, next, after] {
         free(a, p);
     }
@@ -379,9 +394,15 @@ fn a_closed_arena_turns_requests_away_until_frees_make_room_again() {
         }
     }
     let closed = a.stats();
-    assert!(closed.bound_closures > 0, "the arena never closed: {closed:?}");
+    assert!(
+        closed.bound_closures > 0,
+        "the arena never closed: {closed:?}"
+    );
     assert!(turned_away > 0, "nothing was turned away: {closed:?}");
-    assert!(alloc(a, 1000, 16).is_null(), "a closed, pinned arena served a new granule");
+    assert!(
+        alloc(a, 1000, 16).is_null(),
+        "a closed, pinned arena served a new granule"
+    );
     a.check_invariants().unwrap();
     // Freeing the pins empties their granules: the arena serves again, from resident memory.
     for p in pins.drain(..) {
@@ -438,7 +459,10 @@ fn a_stale_crossing_entry_under_new_data_neither_breaks_the_checks_nor_frees_liv
     }
     // SAFETY: `big` is still live.
     let data = unsafe { std::slice::from_raw_parts(big as *const u64, 45_000 / 8) };
-    assert!(data.iter().all(|&w| w == spoof), "a live block's contents changed");
+    assert!(
+        data.iter().all(|&w| w == spoof),
+        "a live block's contents changed"
+    );
     for p in more.into_iter().rev() {
         free(a, p);
     }
