@@ -845,12 +845,12 @@ impl Arena {
     #[inline(always)]
     pub unsafe fn try_resize_last(&self, p: *mut u8, new_size: usize) -> bool {
         let hdr = (p as usize).wrapping_sub(HEADER);
-        let (top, unc) = (self.top.get(), self.uncounted.get());
-        if hdr.wrapping_sub(unc) >= top - unc {
+        if !self.in_uncounted(hdr) {
             return false; // not an uncounted block of ours
         }
         // SAFETY: `hdr` lies in the uncounted range of our committed run: a block's header.
         let word = unsafe { *(hdr as *const usize) };
+        let top = self.top.get();
         let new_top = align_up(p as usize + new_size.min(MAX_SLOT), MIN_ALIGN);
         if word_tag(word) != TAG_LIVE
             || align_up(p as usize + word_size(word), MIN_ALIGN) != top
@@ -897,6 +897,44 @@ impl Arena {
         }
     }
 
+    /// True when `addr` lies in the uncounted range `[uncounted, top)` (one compare: an address
+    /// below `uncounted` wraps to a large offset).
+    #[inline(always)]
+    fn in_uncounted(&self, addr: usize) -> bool {
+        let unc = self.uncounted.get();
+        addr.wrapping_sub(unc) < self.top.get() - unc
+    }
+
+    /// Walks `[from, to)`, a part of the uncounted range starting at a header (or `to`), header
+    /// to header, stepping over gap headers: calls `f(header, end, tag)` for every block, `end`
+    /// being the end of its bytes. Returns where the walk stopped: `to`, unless a gap header
+    /// reads as empty (a range that is not well formed; the checks report it).
+    #[inline(always)]
+    fn walk_uncounted(
+        &self,
+        from: usize,
+        to: usize,
+        mut f: impl FnMut(usize, usize, usize),
+    ) -> usize {
+        let mut a = from;
+        while a < to {
+            // SAFETY: a header in the uncounted range, in committed memory. Atomic: another
+            // thread may be freeing that block (it writes the tag atomically, with Release).
+            let word = unsafe { (*(a as *const AtomicUsize)).load(Ordering::Acquire) };
+            if word_tag(word) == TAG_GAP {
+                if word_size(word) == 0 {
+                    break;
+                }
+                a += word_size(word);
+                continue;
+            }
+            let end = a + HEADER + word_size(word);
+            f(a, end, word_tag(word));
+            a = align_up(end, MIN_ALIGN);
+        }
+        a
+    }
+
     /// Walks `[from, to)`, the uncounted range, and puts the units of every block in it on the
     /// granules, but those of blocks their owner freed (which were never counted). Returns the
     /// bytes of those.
@@ -904,58 +942,35 @@ impl Arena {
     #[inline(never)]
     fn count_range(&self, from: usize, to: usize) -> usize {
         let mut freed = 0;
-        let mut a = from;
-        while a < to {
-            // SAFETY: a header in the uncounted range, in committed memory. Atomic: another
-            // thread may be freeing that block (it writes the tag atomically).
-            let word = unsafe { (*(a as *const AtomicUsize)).load(Ordering::Relaxed) };
-            let tag = word_tag(word);
-            if tag == TAG_GAP {
-                a += word_size(word);
-                continue;
-            }
-            let end = a + HEADER + word_size(word);
+        let stop = self.walk_uncounted(from, to, |hdr, end, tag| {
+            let bytes = align_up(end, MIN_ALIGN) - hdr;
             if tag != TAG_FREED {
                 // Live, sampled, or freed by another thread (whose units and bytes cancel these).
                 // SAFETY: the block's units were never put on its granules.
-                unsafe { self.count_units(a, end) };
-                self.live_local_bytes
-                    .add((align_up(end, MIN_ALIGN) - a) as u64);
+                unsafe { self.count_units(hdr, end) };
+                self.live_local_bytes.add(bytes as u64);
             } else {
-                freed += align_up(end, MIN_ALIGN) - a;
+                freed += bytes;
             }
-            a = align_up(end, MIN_ALIGN);
-        }
-        debug_assert_eq!(a, to, "the uncounted range does not end at top");
+        });
+        debug_assert_eq!(stop, to, "the uncounted range does not end at top");
         freed
     }
 
     /// Calls `f(header, end, live)` for every block of the uncounted range, without counting
     /// anything (tests and invariant checks, which must not change the arena); `live` is false
-    /// for blocks freed since. None when the range is not well formed.
+    /// for blocks freed since by another thread; blocks their owner freed are left out. None
+    /// when the range is not well formed.
     fn for_each_uncounted(&self, mut f: impl FnMut(usize, usize, bool)) -> Option<()> {
-        let (mut a, top) = (self.uncounted.get(), self.top.get());
-        while a < top {
-            // SAFETY: as in `count_range`.
-            let word = unsafe { (*(a as *const AtomicUsize)).load(Ordering::Relaxed) };
-            let tag = word_tag(word);
-            if tag == TAG_GAP {
-                if word_size(word) == 0 {
-                    return None;
-                }
-                a += word_size(word);
-                continue;
-            }
-            let end = a + HEADER + word_size(word);
-            match tag {
-                TAG_LIVE | TAG_SAMPLED => f(a, end, true),
-                TAG_FREED_REMOTE => f(a, end, false),
-                TAG_FREED => {}
-                _ => return None,
-            }
-            a = align_up(end, MIN_ALIGN);
-        }
-        (a == top).then_some(())
+        let mut well_formed = true;
+        let top = self.top.get();
+        let stop = self.walk_uncounted(self.uncounted.get(), top, |hdr, end, tag| match tag {
+            TAG_LIVE | TAG_SAMPLED => f(hdr, end, true),
+            TAG_FREED_REMOTE => f(hdr, end, false),
+            TAG_FREED => {}
+            _ => well_formed = false,
+        });
+        (well_formed && stop == top).then_some(())
     }
 
     /// Writes the header of the block `[hdr + HEADER, end)` and counts it: a unit on its first
@@ -1415,8 +1430,7 @@ impl Arena {
     pub unsafe fn try_free_local_fast(&self, p: *mut u8) -> bool {
         let p = p as usize;
         let hdr = p.wrapping_sub(HEADER);
-        let (top, unc) = (self.top.get(), self.uncounted.get());
-        if hdr.wrapping_sub(unc) < top - unc {
+        if self.in_uncounted(hdr) {
             // A block handed out since the counts were last looked at: it was never counted, so
             // freeing it is a tag flip, and the last one goes back to the bump pointer.
             // SAFETY: `hdr` lies in the uncounted range of our committed run: a block's header.
@@ -1514,8 +1528,7 @@ impl Arena {
     unsafe fn free_local_slow(&self, p: *mut u8) {
         let p = p as usize;
         let hdr = p.wrapping_sub(HEADER);
-        let (top, unc) = (self.top.get(), self.uncounted.get());
-        if hdr.wrapping_sub(unc) < top - unc {
+        if self.in_uncounted(hdr) {
             // SAFETY: `hdr` lies in the uncounted range of our committed run: a block's header.
             let word = unsafe { *(hdr as *const usize) };
             if word_tag(word) == TAG_SAMPLED {
@@ -1808,22 +1821,13 @@ impl Arena {
     /// the granules and must meet local ones when the range is counted).
     fn release_freed_tail(&self, from: usize) {
         let top = self.top.get();
-        let (mut a, mut keep) = (from, from);
-        while a < top {
-            // SAFETY: a header in the uncounted range, in committed memory. Atomic: another
-            // thread may be freeing that block (it writes the tag atomically).
-            let word = unsafe { (*(a as *const AtomicUsize)).load(Ordering::Relaxed) };
-            if word_tag(word) == TAG_GAP {
-                a += word_size(word);
-                continue;
+        let mut keep = from;
+        let stop = self.walk_uncounted(from, top, |_, end, tag| {
+            if tag != TAG_FREED {
+                keep = align_up(end, MIN_ALIGN);
             }
-            let end = align_up(a + HEADER + word_size(word), MIN_ALIGN);
-            if word_tag(word) != TAG_FREED {
-                keep = end;
-            }
-            a = end;
-        }
-        debug_assert_eq!(a, top, "the uncounted range does not end at top");
+        });
+        debug_assert_eq!(stop, top, "the uncounted range does not end at top");
         if keep < top {
             self.note_peak();
             self.top.set(keep);
@@ -1859,10 +1863,7 @@ impl Arena {
             .peak_bytes()
             .saturating_sub(self.skipped.get())
             .saturating_add(self.spill_bytes.get());
-        self.high_water.set(peak as u64);
-        let slot = self.peaks_seen.get() % PEAK_HISTORY;
-        self.peaks[slot].set(peak);
-        self.peaks_seen.set(self.peaks_seen.get() + 1);
+        self.record_peak(peak);
 
         let free_from = self.resume_point();
 
@@ -1992,20 +1993,23 @@ impl Arena {
         // What `reset` does in this case, step by step (`resize_policy` returns `capacity`:
         // the peak fits, and either is not below a quarter of it or the capacity is at the
         // minimum a shrink could reach).
+        self.record_peak(peak);
+        self.resume_at(self.data_start, true, false);
+        self.alloc_clock.add(peak as u64);
+        // What `predictor_region_end` does for a clean region when not predicting.
+        self.note_clean_region();
+        self.debug_check();
+        true
+    }
+
+    /// The outermost region needed `peak` bytes: the high-water figure and the resize policy's
+    /// history.
+    #[inline]
+    fn record_peak(&self, peak: usize) {
         self.high_water.set(peak as u64);
         let slot = self.peaks_seen.get() % PEAK_HISTORY;
         self.peaks[slot].set(peak);
         self.peaks_seen.set(self.peaks_seen.get() + 1);
-        self.resume_at(self.data_start, true, false);
-        self.alloc_clock.add(peak as u64);
-        // `predictor_region_end` of a clean region that is not predicting: one more clean one.
-        let clean = self.clean_regions.get() + 1;
-        self.clean_regions.set(clean);
-        if clean >= CLEAN_TO_STOP {
-            self.escaping_regions.set(0);
-        }
-        self.debug_check();
-        true
     }
 
     /// Where the next region may start: `data_start` when no block up to `top` is live,
@@ -2587,11 +2591,7 @@ impl Arena {
             // Nothing stayed behind because the predictor sent it elsewhere: not clean.
             self.clean_regions.set(0);
         } else {
-            self.clean_regions.set(self.clean_regions.get() + 1);
-            if self.clean_regions.get() >= CLEAN_TO_STOP {
-                self.escaping_regions.set(0);
-                self.predicting.set(false);
-            }
+            self.note_clean_region();
         }
         self.live_at_reset.set(live);
         self.routed_at_reset.set(routed);
@@ -2601,6 +2601,18 @@ impl Arena {
         if self.predicting.get() {
             self.alloc_clock.add(REGION_LAP);
             self.sweep();
+        }
+    }
+
+    /// A region ended with nothing left behind and nothing routed away: after `CLEAN_TO_STOP`
+    /// of them in a row, the arena stops predicting.
+    #[inline]
+    fn note_clean_region(&self) {
+        let clean = self.clean_regions.get() + 1;
+        self.clean_regions.set(clean);
+        if clean >= CLEAN_TO_STOP {
+            self.escaping_regions.set(0);
+            self.predicting.set(false);
         }
     }
 
@@ -2708,26 +2720,14 @@ impl Arena {
     /// so here an entry counts only when the block it names is consistent with the counts: its
     /// last granule holds a unit and the granules inside it none.
     fn crossing_last_or_uncounted(&self, g: usize) -> Option<usize> {
-        let (mut a, top) = (self.uncounted.get(), self.top.get());
         let mut decided = None;
-        while a < top {
-            // SAFETY: as in `count_range`.
-            let word = unsafe { (*(a as *const AtomicUsize)).load(Ordering::Acquire) };
-            if word_tag(word) == TAG_GAP {
-                if word_size(word) == 0 {
-                    break; // malformed: `check_invariants` reports it
-                }
-                a += word_size(word);
-                continue;
-            }
-            let end = a + HEADER + word_size(word);
-            if self.granule(a) == g {
+        self.walk_uncounted(self.uncounted.get(), self.top.get(), |hdr, end, tag| {
+            if self.granule(hdr) == g {
                 let last = self.granule(end - 1);
-                let live = word_tag(word) | 1 == TAG_SAMPLED;
+                let live = tag | 1 == TAG_SAMPLED;
                 decided = Some((live && last > g).then_some(last));
             }
-            a = align_up(end, MIN_ALIGN);
-        }
+        });
         match decided {
             Some(found) => found,
             None => self.crossing_last(g).filter(|&last| {
