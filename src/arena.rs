@@ -314,13 +314,9 @@ pub enum Predicted {
 #[derive(Clone, Copy, Default)]
 struct Checkpoint {
     top: usize,
-    /// The run `top` belongs to; `VOID_RUN` for a checkpoint that gives nothing back.
+    /// The run `top` belongs to.
     run_id: u64,
 }
-
-/// The `run_id` of a void checkpoint: no run ever has it (`run_id` counts up from 0 by one per
-/// run).
-const VOID_RUN: u64 = u64::MAX;
 
 /// Why the current run could not be extended.
 enum Stop {
@@ -1743,28 +1739,18 @@ impl Arena {
     /// that keeps one small block packs it next to the last one (moving to the next granule,
     /// as an earlier version did, pinned a granule per region in process mode).
     ///
-    /// A process-mode arena only counts the nesting: its regions are the program's markers
-    /// inside a process that never ends its outermost one, the arena reuses freed memory by
-    /// laps, and the checkpoint (a flush of the blocks kept since the last one, at every region
-    /// begin of a program that keeps one block per region) cost more than it gave back.
+    /// A thread in process mode never calls this: the program's markers only nest there (see
+    /// `region::region_begin`), the arena reusing freed memory by laps.
     #[inline]
     pub fn push_checkpoint(&self) {
+        self.flush_uncounted();
         let depth = self.checkpoint_depth.get();
         self.checkpoint_depth.set(depth + 1);
         if depth < MAX_CHECKPOINTS {
-            let cp = if self.recycle {
-                Checkpoint {
-                    top: 0,
-                    run_id: VOID_RUN,
-                }
-            } else {
-                self.flush_uncounted();
-                Checkpoint {
-                    top: self.top.get(),
-                    run_id: self.run_id.get(),
-                }
-            };
-            self.checkpoints[depth].set(cp);
+            self.checkpoints[depth].set(Checkpoint {
+                top: self.top.get(),
+                run_id: self.run_id.get(),
+            });
         }
         self.debug_check();
     }
@@ -1783,8 +1769,7 @@ impl Arena {
         }
         let cp = self.checkpoints[depth - 1].get();
         if cp.run_id != self.run_id.get() {
-            // Void, or the run moved on: the memory in between is not ours to vouch for.
-            return;
+            return; // the run moved on: the memory in between is not ours to vouch for
         }
         let unc = self.uncounted.get();
         if unc <= cp.top {
