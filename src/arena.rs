@@ -307,7 +307,7 @@ pub enum Predicted {
     Block(*mut u8),
     /// A long site's request: the next allocator serves it.
     Next,
-    /// Neither: take [`Arena::alloc_predicted`], which decides from scratch.
+    /// Neither: take [`Arena::alloc_predicted_general`], which decides from scratch.
     General,
 }
 
@@ -2400,7 +2400,7 @@ impl Arena {
     /// # Safety
     /// As [`Arena::alloc`].
     #[inline(never)]
-    unsafe fn alloc_predicted_general(
+    pub unsafe fn alloc_predicted_general(
         &self,
         size: usize,
         align: usize,

@@ -54,7 +54,8 @@ pub enum Route {
     Next,
     /// Not routed yet: [`alloc_slow`] looks at the mode (and settles the thread).
     Check,
-    /// Through the lifetime predictor to the thread's arena: [`alloc_predicted`].
+    /// Through the lifetime predictor to the thread's arena: [`try_alloc_predicted_fast`],
+    /// else [`alloc_predicted_general`].
     Predict,
 }
 
@@ -104,7 +105,7 @@ pub fn alloc_slow_at(size: usize, align: usize, site: usize) -> *mut u8 {
 
 /// The common cases of the [`Route::Predict`] path, calling nothing (see
 /// [`Arena::try_alloc_predicted_fast`]); [`Predicted::General`] means "take
-/// [`alloc_predicted`]", which decides again from scratch.
+/// [`alloc_predicted_general`]", which decides again from scratch.
 ///
 /// # Safety
 /// `size >= 1`.
@@ -118,19 +119,20 @@ pub unsafe fn try_alloc_predicted_fast(size: usize, site: usize) -> Predicted {
     unsafe { (*a).try_alloc_predicted_fast(size, MIN_ALIGN, site, false) }
 }
 
-/// The [`Route::Predict`] path: the lifetime predictor decides between the thread's arena and
-/// the next allocator (null). `site` is the caller's return address, or 0 when unknown.
+/// The [`Route::Predict`] path when [`try_alloc_predicted_fast`] declined: the lifetime
+/// predictor decides in full between the thread's arena and the next allocator (null). `site`
+/// is the caller's return address, or 0 when unknown.
 ///
 /// # Safety
 /// `size >= 1`; `align` is a power of two.
 #[inline]
-pub unsafe fn alloc_predicted(size: usize, align: usize, site: usize) -> *mut u8 {
+pub unsafe fn alloc_predicted_general(size: usize, align: usize, site: usize) -> *mut u8 {
     let a = region::predicted_arena(region::state());
     if a.is_null() {
         return ptr::null_mut();
     }
     // SAFETY: our own arena; size >= 1 and a power-of-two align are the callers' obligations.
-    unsafe { (*a).alloc_predicted(size, align, site, false) }
+    unsafe { (*a).alloc_predicted_general(size, align, site, false) }
 }
 
 /// Like [`alloc`], for memory that must read as zero (`calloc`, `alloc_zeroed`): the arena

@@ -112,7 +112,7 @@ fn malloc_predicted(size: usize, site: usize) -> *mut c_void {
 #[inline(never)]
 fn malloc_predicted_general(size: usize, site: usize) -> *mut c_void {
     // SAFETY: size at least 1, MIN_ALIGN a power of two.
-    let p = unsafe { router::alloc_predicted(size.max(1), MIN_ALIGN, site) };
+    let p = unsafe { router::alloc_predicted_general(size.max(1), MIN_ALIGN, site) };
     if !p.is_null() {
         return p as *mut c_void;
     }
