@@ -22,9 +22,11 @@ pub mod region;
 pub mod reservation;
 #[doc(hidden)]
 pub mod router;
+#[doc(hidden)]
+pub mod slab;
 pub mod stats;
 
 pub use arena::{GRANULE, GRANULE_SHIFT};
 pub use global::ResizeAlloc;
 pub use region::{region, region_begin, region_depth, region_end, trim, RegionError, RegionGuard};
-pub use stats::{stats, MemoryStats, ProcessStats, Stats, ThreadStats};
+pub use stats::{stats, MemoryStats, ProcessStats, SmallStats, Stats, ThreadStats};

@@ -14,6 +14,7 @@ use core::sync::atomic::{AtomicU8, Ordering};
 use crate::arena::{Arena, ArenaConfig};
 use crate::options::{self, RegionMode};
 use crate::reservation;
+use crate::slab;
 
 /// The thread is inside arena acquisition: allocations made there go to the next allocator.
 const BUSY: u8 = 1;
@@ -43,6 +44,8 @@ pub struct ThreadState {
     /// Process mode: estimated bytes freed to the next allocator, not yet added to the front
     /// end's process-wide count.
     next_freed_bytes: Cell<u64>,
+    /// The thread's small-block heap (slab.rs), or null until it needs one.
+    heap: Cell<*mut slab::Heap>,
 }
 
 impl ThreadState {
@@ -62,6 +65,7 @@ impl ThreadState {
             flags: Cell::new(0),
             next_frees_left: Cell::new(0),
             next_freed_bytes: Cell::new(0),
+            heap: Cell::new(ptr::null_mut()),
         }
     }
 }
@@ -161,6 +165,13 @@ pub(crate) const MODE_ATTENTION: u8 = MODE_UNINIT | MODE_PROCESS;
 pub(crate) static FOREIGN_WATCH: AtomicU8 = AtomicU8::new(0);
 pub(crate) const WATCH_PROCESS: u8 = 1;
 pub(crate) const WATCH_FRONT_END: u8 = 2;
+/// The small-block heap (slab.rs) exists: its blocks must not reach the next allocator.
+pub(crate) const WATCH_SLAB: u8 = 4;
+
+/// Called when the small-block heap makes its reservation, before its first block is handed out.
+pub(crate) fn watch_slab_frees() {
+    FOREIGN_WATCH.fetch_or(WATCH_SLAB, Ordering::Relaxed);
+}
 
 /// One free to the next allocator in this many is sampled (see `router::note_next_free`).
 pub const NEXT_FREE_SAMPLE: u32 = 16;
@@ -348,6 +359,32 @@ pub(crate) fn load_own() -> *const Arena {
     return own_arena(state());
 }
 
+/// The calling thread's small-block heap, or null when it has none yet.
+#[inline(always)]
+pub(crate) fn slab_heap() -> *mut slab::Heap {
+    state().heap.get()
+}
+
+/// Gives the calling thread a small-block heap (null when it cannot have one: exiting, or no
+/// heap left), and makes sure its exit hook will abandon it.
+#[cold]
+#[inline(never)]
+pub(crate) fn acquire_slab_heap() -> *mut slab::Heap {
+    let ts = state();
+    let h = ts.heap.get();
+    if !h.is_null() || ts.flags.get() & (BUSY | DEAD) != 0 || !exit_hook::install() {
+        return h;
+    }
+    let h = slab::acquire_heap();
+    if !h.is_null() {
+        if ts.arena.get().is_null() {
+            exit_hook::arm_without_arena();
+        }
+        ts.heap.set(h);
+    }
+    h
+}
+
 const _: () = assert!(
     core::mem::offset_of!(ThreadState, active) == 0
         && core::mem::offset_of!(ThreadState, arena) == 8,
@@ -463,6 +500,16 @@ mod exit_hook {
         unsafe { libc::pthread_setspecific(k - 1, arena as *const Arena as *const libc::c_void) };
     }
 
+    /// The key's value of a thread that has a small-block heap and no arena: not null, so that
+    /// the destructor runs, and never an arena's address.
+    const NO_ARENA: *mut libc::c_void = 1 as *mut libc::c_void;
+
+    pub(super) fn arm_without_arena() {
+        let k = KEY.load(Ordering::Acquire);
+        // SAFETY: as in `arm`.
+        unsafe { libc::pthread_setspecific(k - 1, NO_ARENA) };
+    }
+
     extern "C" fn on_exit(value: *mut libc::c_void) {
         let ts = state();
         // Null the slot first: glibc may still call free() after this (freeres), and those
@@ -471,7 +518,13 @@ mod exit_hook {
         ts.arena.set(core::ptr::null());
         ts.depth.set(0);
         ts.flags.set(ts.flags.get() | DEAD);
-        if value.is_null() {
+        let heap = ts.heap.replace(core::ptr::null_mut());
+        if !heap.is_null() {
+            // SAFETY: the thread's own heap; the thread state no longer names it, so the
+            // thread never uses it again (its later frees of small blocks are remote).
+            unsafe { crate::slab::abandon(heap) };
+        }
+        if value.is_null() || value == NO_ARENA {
             return;
         }
         // SAFETY: the value is the arena armed by this thread; it lives until released.

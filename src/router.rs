@@ -14,6 +14,7 @@ use core::sync::atomic::Ordering;
 use crate::arena::{Arena, Predicted, MIN_ALIGN};
 use crate::region::{self, MODE, MODE_ATTENTION, MODE_OFF, MODE_PROCESS};
 use crate::reservation;
+use crate::slab;
 
 /// Tries the arena. Null means "not served here": the caller uses the next allocator.
 ///
@@ -202,6 +203,61 @@ pub fn foreign_frees_watched() -> bool {
 /// must not reach the next allocator, calls it before it hands the first one out.
 pub fn watch_foreign_frees() {
     region::FOREIGN_WATCH.fetch_or(region::WATCH_FRONT_END, Ordering::Relaxed);
+}
+
+/// A block of `size` bytes from the calling thread's small-block heap (slab.rs): where
+/// allocations the predictor sends away from the arena go when they are small. Null when
+/// `size` is 0 or above [`slab::MAX_SMALL`], or no heap or page can be had: the caller then uses
+/// the next allocator.
+#[inline(always)]
+pub fn alloc_small(size: usize) -> *mut u8 {
+    if size.wrapping_sub(1) >= slab::MAX_SMALL {
+        return ptr::null_mut();
+    }
+    let mut h = region::slab_heap();
+    if h.is_null() {
+        h = region::acquire_slab_heap();
+        if h.is_null() {
+            return ptr::null_mut();
+        }
+    }
+    // SAFETY: the calling thread's own heap; the class of a size in 1..=MAX_SMALL is in range.
+    unsafe { slab::alloc(h, slab::class_of(size)) }
+}
+
+/// True when blocks the predictor routes away from the arena go to the small-block heap: in
+/// process mode, where every allocation outside the arena would otherwise go to the next
+/// allocator. With markers, what lies outside regions is the next allocator's, and the escapes
+/// of regions stay with it too: one heap for the long-lived data, not two that cannot reuse each
+/// other's holes.
+#[inline(always)]
+pub fn small_heap_takes_routed_away() -> bool {
+    MODE.load(Ordering::Relaxed) & MODE_PROCESS != 0
+}
+
+/// True when `p` is a small-block heap block (one range check).
+#[inline(always)]
+pub fn owns_small(p: *mut u8) -> bool {
+    slab::owns(p)
+}
+
+/// Frees a small-block heap block, from any thread.
+///
+/// # Safety
+/// `owns_small(p)` and `p` is a live block.
+#[inline(always)]
+pub unsafe fn free_small(p: *mut u8) {
+    // SAFETY: caller's obligation; the heap is the calling thread's (or null).
+    unsafe { slab::free(region::slab_heap(), p) }
+}
+
+/// Usable size of a small-block heap block.
+///
+/// # Safety
+/// `owns_small(p)` and `p` is a live block.
+pub unsafe fn usable_size_small(p: *mut u8) -> usize {
+    // SAFETY: caller's obligation.
+    unsafe { slab::usable_size(p) }
 }
 
 /// True when `p` is an arena block (one range check).

@@ -91,6 +91,22 @@ pub struct MemoryStats {
     pub sites_long_now: u64,
 }
 
+/// The small-block heap (see `slab.rs`), where process mode sends small long-lived blocks.
+/// Appended last, like [`MemoryStats`].
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[repr(C)]
+pub struct SmallStats {
+    /// 64 KiB pages in use (holding blocks, or cached empty by a heap).
+    pub pages_in_use: u64,
+    /// Their bytes (address space; only the 4 KiB pieces blocks were carved from are resident).
+    pub bytes_in_pages: u64,
+    /// Pages given back to the kernel (`madvise`) once empty.
+    pub pages_given_back: u64,
+    /// Pages another thread's heap took over (left by an exited thread, or detached from a
+    /// full page by another thread's free).
+    pub pages_adopted: u64,
+}
+
 /// All views at once.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 #[repr(C)]
@@ -98,6 +114,7 @@ pub struct Stats {
     pub thread: ThreadStats,
     pub process: ProcessStats,
     pub memory: MemoryStats,
+    pub small: SmallStats,
 }
 
 /// Reads the calling thread's and the process's figures. Takes the slot-table lock briefly;
@@ -155,9 +172,17 @@ pub fn stats() -> Stats {
         sites_learned_short: learned_short,
         sites_long_now: long_now,
     };
+    let (pages, given_back, adopted) = crate::slab::counts();
+    let small = SmallStats {
+        pages_in_use: pages,
+        bytes_in_pages: pages * crate::slab::PAGE_SIZE as u64,
+        pages_given_back: given_back,
+        pages_adopted: adopted,
+    };
     Stats {
         thread,
         process,
         memory,
+        small,
     }
 }

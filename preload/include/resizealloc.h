@@ -65,10 +65,20 @@ struct resize_memory_stats {
     uint64_t sites_long_now;       /* sites routed to the next allocator now */
 };
 
+/* The small-block heap: where process mode sends small blocks the lifetime predictor routed
+ * away from the arena (long-lived sites). Appended last, like resize_memory_stats. */
+struct resize_small_stats {
+    uint64_t pages_in_use;      /* 64 KiB pages holding blocks or cached empty */
+    uint64_t bytes_in_pages;    /* their address space (only carved 4 KiB pieces are resident) */
+    uint64_t pages_given_back;  /* pages given back to the kernel (madvise) once empty */
+    uint64_t pages_adopted;     /* pages another thread's heap took over */
+};
+
 struct resize_stats {
     struct resize_thread_stats thread;
     struct resize_process_stats process;
     struct resize_memory_stats memory;
+    struct resize_small_stats small;
 };
 
 /* Enters a region on the calling thread. Regions nest. */

@@ -59,18 +59,25 @@ extern "C" fn fork_prepare() {
     #[cfg(target_arch = "x86_64")]
     cuda::fork_prepare();
     reservation::fork_prepare();
+    resizealloc::slab::fork_prepare();
 }
 
 extern "C" fn fork_parent() {
     // SAFETY: pthread_atfork runs this after `fork_prepare`, in the thread that forked.
-    unsafe { reservation::fork_finish() };
+    unsafe {
+        resizealloc::slab::fork_finish();
+        reservation::fork_finish();
+    }
     #[cfg(target_arch = "x86_64")]
     cuda::fork_finish();
 }
 
 extern "C" fn fork_child() {
     // SAFETY: as in `fork_parent`, in the child's copy of the thread that forked.
-    unsafe { reservation::fork_finish() };
+    unsafe {
+        resizealloc::slab::fork_finish();
+        reservation::fork_finish();
+    }
     #[cfg(target_arch = "x86_64")]
     cuda::fork_finish();
 }

@@ -102,9 +102,22 @@ fn malloc_predicted(size: usize, site: usize) -> *mut c_void {
     // SAFETY: size at least 1.
     match unsafe { router::try_alloc_predicted_fast(size.max(1), site) } {
         Predicted::Block(p) => p as *mut c_void,
-        Predicted::Next => real::malloc(size),
+        Predicted::Next => malloc_routed_away(size),
         Predicted::General => malloc_predicted_general(size, site),
     }
+}
+
+/// A block the predictor sent away from the arena: in process mode the small-block heap for
+/// small requests, the next allocator for the rest (or when the heap has no memory).
+#[inline(always)]
+fn malloc_routed_away(size: usize) -> *mut c_void {
+    if router::small_heap_takes_routed_away() {
+        let p = router::alloc_small(size.max(1));
+        if !p.is_null() {
+            return p as *mut c_void;
+        }
+    }
+    real::malloc(size)
 }
 
 /// Everything [`malloc_predicted`]'s fast path left: sampling, probes, the sweep, the arena's
@@ -116,7 +129,7 @@ fn malloc_predicted_general(size: usize, site: usize) -> *mut c_void {
     if !p.is_null() {
         return p as *mut c_void;
     }
-    real::malloc(size)
+    malloc_routed_away(size)
 }
 
 /// `free(3)`. The owner thread's single-granule blocks are freed inline; everything else is
@@ -138,11 +151,15 @@ pub extern "C" fn free(p: *mut c_void) {
     }
 }
 
-/// A free of a pointer that is not ours while frees to the next allocator are watched:
-/// bootstrap blocks stay, process mode samples.
-#[cold]
+/// A free of a pointer outside the arena while frees to the next allocator are watched:
+/// small-block heap blocks go back to it, bootstrap blocks stay, process mode samples. Not
+/// cold: in process mode it is the common free.
 #[inline(never)]
 fn free_foreign_watched(p: *mut c_void) {
+    if router::owns_small(p as *mut u8) {
+        // SAFETY: a block of the small-block heap that the program frees.
+        return unsafe { router::free_small(p as *mut u8) };
+    }
     if p.is_null() || real::is_boot(p) {
         return;
     }
@@ -189,8 +206,31 @@ pub(crate) extern "C" fn calloc_at(n: usize, size: usize, site: usize) -> *mut c
             calloc_slow(n, size, total, site)
         }
         router::Route::Next => real::calloc(n, size),
-        _ => calloc_slow(n, size, total, site),
+        router::Route::Predict => calloc_predicted(n, size, total, site),
+        router::Route::Check => calloc_slow(n, size, total, site),
     }
+}
+
+/// `calloc` through the predictor: the arena, else the small-block heap (cleared here), else
+/// the next allocator.
+#[inline(never)]
+fn calloc_predicted(n: usize, size: usize, total: usize, site: usize) -> *mut c_void {
+    // SAFETY: size at least 1, MIN_ALIGN a power of two.
+    let p = unsafe { router::alloc_zeroed(total.max(1), MIN_ALIGN, site) };
+    if !p.is_null() {
+        return p as *mut c_void;
+    }
+    let p = if router::small_heap_takes_routed_away() {
+        router::alloc_small(total.max(1))
+    } else {
+        ptr::null_mut()
+    };
+    if !p.is_null() {
+        // SAFETY: a fresh block of at least `total` bytes.
+        unsafe { ptr::write_bytes(p, 0, total) };
+        return p as *mut c_void;
+    }
+    real::calloc(n, size)
 }
 
 #[inline(never)]
@@ -236,6 +276,9 @@ pub(crate) extern "C" fn realloc_at(p: *mut c_void, size: usize, site: usize) ->
         }
         return q as *mut c_void;
     }
+    if router::owns_small(p as *mut u8) {
+        return realloc_small(p, size, site);
+    }
     if real::is_boot(p) {
         let q = malloc_at(size, site);
         if !q.is_null() {
@@ -247,6 +290,29 @@ pub(crate) extern "C" fn realloc_at(p: *mut c_void, size: usize, site: usize) ->
         return q;
     }
     real::realloc(p, size)
+}
+
+/// `realloc` of a small-block heap block: in place while the new size still fits its class
+/// well (no more than half of it wasted), else moved to wherever `malloc` sends the new size.
+#[inline(never)]
+fn realloc_small(p: *mut c_void, size: usize, site: usize) -> *mut c_void {
+    // SAFETY: a live small-block heap block (the caller's contract).
+    let old = unsafe { router::usable_size_small(p as *mut u8) };
+    if size <= old && size >= old / 2 {
+        return p;
+    }
+    let q = malloc_at(size, site);
+    if q.is_null() {
+        set_errno(libc::ENOMEM);
+        return q;
+    }
+    // SAFETY: both blocks are live, distinct and at least `min(old, size)` long; `p` is a live
+    // small-block heap block that the program gives up.
+    unsafe {
+        ptr::copy_nonoverlapping(p as *const u8, q as *mut u8, old.min(size));
+        router::free_small(p as *mut u8);
+    }
+    q
 }
 
 /// `reallocarray(3)`: overflow gives NULL with `ENOMEM` and leaves `p` alone.
@@ -347,6 +413,10 @@ pub extern "C" fn malloc_usable_size(p: *mut c_void) -> usize {
     if router::owns(p as *mut u8) {
         // SAFETY: a live arena block (the caller's contract, as with glibc).
         return unsafe { router::usable_size(p as *mut u8) };
+    }
+    if router::owns_small(p as *mut u8) {
+        // SAFETY: a live small-block heap block (the caller's contract).
+        return unsafe { router::usable_size_small(p as *mut u8) };
     }
     if real::is_boot(p) {
         return real::boot_size(p);

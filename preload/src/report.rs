@@ -117,6 +117,20 @@ pub fn stats_summary() {
         .text(", long now ")
         .num(m.sites_long_now)
         .print();
+    let sm = s.small;
+    if sm.pages_in_use + sm.pages_given_back > 0 {
+        Line::new()
+            .text("resizealloc: small-block heap: ")
+            .num(sm.pages_in_use)
+            .text(" pages in use (")
+            .bytes(sm.bytes_in_pages)
+            .text("), ")
+            .num(sm.pages_given_back)
+            .text(" given back, ")
+            .num(sm.pages_adopted)
+            .text(" adopted")
+            .print();
+    }
     #[cfg(target_arch = "x86_64")]
     {
         let (d, pools) = crate::cuda::stats_total();

@@ -86,6 +86,20 @@ fn routing_changes_mid_run_lose_nothing() {
 }
 
 #[test]
+fn small_block_heap_under_stress() {
+    // Every request of 2 B..1 KiB goes to the small-block heap (the arena's size bound sends it
+    // away, and process mode sends what the arena declines there).
+    let out = preloaded(
+        Command::new(compile("slab")),
+        &[
+            ("RESIZEALLOC_REGION", "process"),
+            ("RESIZEALLOC_MAX_SIZE", "1"),
+        ],
+    );
+    assert_ok(&out, "slab.c");
+}
+
+#[test]
 fn fork_inside_a_region() {
     let out = preloaded(Command::new(compile("fork")), &[]);
     assert_ok(&out, "fork.c");
@@ -220,12 +234,13 @@ OLD = ("t_capacity", "t_committed", "t_high_water", "t_region_allocs", "t_overfl
        "p_live", "p_orphaned", "p_denied", "p_reserved")
 MEMORY = ("m_t_resident", "m_t_live", "m_p_resident", "m_p_live", "m_efficiency", "m_given_back",
           "m_closures", "m_turned_away", "m_routed_away", "m_long", "m_short", "m_long_now")
+SMALL = ("s_pages", "s_bytes", "s_given_back", "s_adopted")
 
 class OldStats(ctypes.Structure):
     _fields_ = [(n, ctypes.c_uint64) for n in OLD]
 
 class Stats(ctypes.Structure):
-    _fields_ = [(n, ctypes.c_uint64) for n in OLD + MEMORY]
+    _fields_ = [(n, ctypes.c_uint64) for n in OLD + MEMORY + SMALL]
 
 def stats():
     s = Stats()
@@ -252,6 +267,7 @@ s = stats()
 assert s.t_region_allocs >= before + 200, (before, s.t_region_allocs)
 assert s.t_high_water >= 1 << 20 and s.t_capacity >= s.t_high_water
 assert s.m_t_resident >= 1 << 20 and s.m_efficiency <= 1000, (s.m_t_resident, s.m_efficiency)
+assert s.s_bytes == s.s_pages * 65536, (s.s_pages, s.s_bytes)
 print("all ok", lib.resize_version().decode())
 "#,
     )

@@ -1,0 +1,961 @@
+//! The small-block heap: where process mode sends the small blocks that the lifetime predictor
+//! routes away from the arena (long-lived sites), instead of the next allocator.
+//!
+//! Process mode routes long-lived data away from the bump arena. Sent to glibc, those blocks
+//! cost glibc's price plus ours, so a program whose data is mostly long-lived could only ever be
+//! slower than glibc. This heap serves them at a free-list pop instead, with glibc-like memory.
+//! It follows mimalloc's design (Leijen, Zorn, de Moura: "Mimalloc: Free List Sharding in
+//! Action", 2019), cut down to what these blocks need:
+//!
+//! * **Pages.** One reservation (made on first use, [`RESERVE`] bytes or less under
+//!   `RLIMIT_AS`) split into 64 KiB [`Page`]s, each aligned to its size, so a block's page is a
+//!   mask. A page serves one size class (16 B to [`MAX_SMALL`], four classes per doubling) and
+//!   belongs to one thread's [`Heap`]; its header holds the free list.
+//! * **Fast paths.** `alloc` pops the class's current page's free list; the owner's `free`
+//!   pushes onto it. No atomics, no locks.
+//! * **Other threads' frees** push onto the page's atomic `thread_free` list, which the owner
+//!   takes over in one swap when it runs short.
+//! * **Full pages** (no free block left) leave their heap's lists, still owned: their `heap`
+//!   field carries the tag [`FULL`]. The owner's next free to one takes it back (one
+//!   compare-and-swap on `heap`); another thread's free *detaches* it instead (the same swap,
+//!   to null) onto the global list of abandoned pages, where any heap short of a page of that
+//!   class adopts it. Memory freed by other threads thus serves whichever thread allocates next,
+//!   even when the owner has gone idle (a thread that filled a table and now waits).
+//! * **Memory goes back.** A page whose last block is freed goes to a small per-heap cache
+//!   ([`EMPTY_CACHE`] pages) or back to the kernel (`madvise(MADV_DONTNEED)`) at once; only the
+//!   4 KiB pieces a page's blocks were carved from are ever touched.
+//! * **Thread exit.** The heap is *abandoned*: its empty pages go back; pages with live blocks
+//!   go to a global abandoned list, where other threads' frees keep their counts (and return a
+//!   page once it is empty) and heaps short of a page of that class adopt them.
+//!
+//! Soundness does not depend on any prediction: a block is only reused once it was freed, and a
+//! free always reaches the page that served the block, whichever thread makes it.
+//!
+//! Page ownership: a page's owner-only fields (free list, counts, links) are touched by the
+//! thread of the heap in `Page::heap` (tag removed), or, while that is null (abandoned), by
+//! whoever holds the [`ABANDONED`] lock. Ownership changes hands under that lock (abandon,
+//! detach, adopt), by the compare-and-swap on `heap` that decides between the owner taking a
+//! full page back and another thread detaching it, or through the global page pool's lock
+//! (retire, take); each orders every access before the next owner's.
+
+use core::cell::Cell;
+use core::ptr;
+use core::sync::atomic::{AtomicPtr, AtomicU32, AtomicU64, AtomicUsize, Ordering};
+
+use crate::os;
+
+/// log2 of the page size.
+pub const PAGE_SHIFT: u32 = 16;
+/// Bytes per page; pages are aligned to this.
+pub const PAGE_SIZE: usize = 1 << PAGE_SHIFT;
+/// The page header's size; the first block starts here.
+const HEADER: usize = 128;
+/// Largest request served here.
+pub const MAX_SMALL: usize = 1024;
+/// Number of size classes.
+pub const CLASSES: usize = 20;
+/// Block size of each class.
+pub const CLASS_SIZE: [u32; CLASSES] = [
+    16, 32, 48, 64, 80, 96, 112, 128, 160, 192, 224, 256, 320, 384, 448, 512, 640, 768, 896, 1024,
+];
+/// Class of a request, indexed by `(size + 15) / 16`.
+static CLASS_OF: [u8; MAX_SMALL / 16 + 1] = class_table();
+
+const fn class_table() -> [u8; MAX_SMALL / 16 + 1] {
+    let mut t = [0u8; MAX_SMALL / 16 + 1];
+    let mut i = 1;
+    while i < t.len() {
+        let size = (i * 16) as u32;
+        let mut c = 0;
+        while CLASS_SIZE[c] < size {
+            c += 1;
+        }
+        t[i] = c as u8;
+        i += 1;
+    }
+    t
+}
+
+/// Address space reserved for pages (less under `RLIMIT_AS`).
+pub const RESERVE: usize = 16 << 30;
+/// Bytes committed at a time at the end of the used part of the reservation.
+const COMMIT_STEP: usize = 1 << 20;
+/// Empty pages a heap keeps for reuse without giving their memory back.
+pub const EMPTY_CACHE: u32 = 4;
+/// Most heaps (threads using the heap at once); a thread beyond them uses the next allocator.
+pub const MAX_HEAPS: usize = 1024;
+
+/// Tag in `Page::heap` of a full page: still owned by that heap, on none of its lists.
+pub const FULL: usize = 1;
+
+/// A free block: its first word links the free list.
+#[repr(C)]
+struct Block {
+    next: *mut Block,
+}
+
+/// A page header, at the start of its 64 KiB page. Blocks of `block_size` bytes follow from
+/// [`HEADER`] on; the first `capacity` of them have been carved (handed out or on a free list),
+/// at most `reserved`.
+///
+/// Invariants (owner-only fields; see the module docs for who the owner is):
+/// * `used` = carved blocks − blocks on `free` − blocks taken back from `thread_free`; blocks
+///   on `thread_free` still count as used until the owner takes them.
+/// * A page is on at most one list: its heap's queue of its class (`heap` untagged), the
+///   abandoned list of its class (`abandoned`, `heap` null), its heap's empty cache (`heap`
+///   null), or none (full: `heap` tagged [`FULL`]; or in the global pool: `heap` null).
+#[repr(C, align(128))]
+pub struct Page {
+    free: Cell<*mut Block>,
+    used: Cell<u32>,
+    capacity: Cell<u32>,
+    reserved: Cell<u32>,
+    block_size: Cell<u32>,
+    class: Cell<u8>,
+    abandoned: Cell<bool>,
+    prev: Cell<*mut Page>,
+    next: Cell<*mut Page>,
+    /// The owning heap (tagged [`FULL`] while the page is full), or null while abandoned, cached
+    /// empty or in the pool.
+    heap: AtomicUsize,
+    /// Blocks freed by other threads: a list through their first word.
+    thread_free: AtomicPtr<Block>,
+    /// While abandoned: frees still needed before the page is empty, as far as other threads'
+    /// frees can tell without the lock. Only a hint for when to look (see [`settle_abandoned`]).
+    settle_hint: AtomicU32,
+}
+
+const _: () = assert!(core::mem::size_of::<Page>() <= HEADER);
+
+// SAFETY: owner-only fields are touched by one thread at a time (see the module docs); the
+// shared ones are atomics.
+unsafe impl Sync for Page {}
+
+impl Page {
+    /// All zero: what a page fresh from the kernel reads as.
+    const fn empty() -> Self {
+        Page {
+            free: Cell::new(ptr::null_mut()),
+            used: Cell::new(0),
+            capacity: Cell::new(0),
+            reserved: Cell::new(0),
+            block_size: Cell::new(0),
+            class: Cell::new(0),
+            abandoned: Cell::new(false),
+            prev: Cell::new(ptr::null_mut()),
+            next: Cell::new(ptr::null_mut()),
+            heap: AtomicUsize::new(0),
+            thread_free: AtomicPtr::new(ptr::null_mut()),
+            settle_hint: AtomicU32::new(0),
+        }
+    }
+}
+
+/// The sentinel every class without a page points at, so the fast path never asks "is there a
+/// page?": its free list is always empty, and nothing ever writes to it.
+static EMPTY_PAGE: Page = Page::empty();
+
+fn empty_page() -> *mut Page {
+    &EMPTY_PAGE as *const Page as *mut Page
+}
+
+/// A doubly linked list of pages through `prev`/`next`.
+struct PageList {
+    first: Cell<*mut Page>,
+    last: Cell<*mut Page>,
+}
+
+impl PageList {
+    const fn new() -> Self {
+        PageList {
+            first: Cell::new(ptr::null_mut()),
+            last: Cell::new(ptr::null_mut()),
+        }
+    }
+
+    /// # Safety
+    /// `p` is a page on no list; the caller owns it and this list.
+    unsafe fn push_front(&self, p: *mut Page) {
+        // SAFETY: the caller owns `p` and this list's pages.
+        unsafe {
+            (*p).prev.set(ptr::null_mut());
+            (*p).next.set(self.first.get());
+            match self.first.get().as_ref() {
+                Some(f) => f.prev.set(p),
+                None => self.last.set(p),
+            }
+        }
+        self.first.set(p);
+    }
+
+    /// # Safety
+    /// As [`PageList::push_front`].
+    unsafe fn push_back(&self, p: *mut Page) {
+        // SAFETY: as push_front.
+        unsafe {
+            (*p).next.set(ptr::null_mut());
+            (*p).prev.set(self.last.get());
+            match self.last.get().as_ref() {
+                Some(l) => l.next.set(p),
+                None => self.first.set(p),
+            }
+        }
+        self.last.set(p);
+    }
+
+    /// # Safety
+    /// `p` is on this list; the caller owns it and this list.
+    unsafe fn remove(&self, p: *mut Page) {
+        // SAFETY: the caller owns `p` and its neighbours on this list.
+        unsafe {
+            let (prev, next) = ((*p).prev.get(), (*p).next.get());
+            match prev.as_ref() {
+                Some(pr) => pr.next.set(next),
+                None => self.first.set(next),
+            }
+            match next.as_ref() {
+                Some(n) => n.prev.set(prev),
+                None => self.last.set(prev),
+            }
+            (*p).prev.set(ptr::null_mut());
+            (*p).next.set(ptr::null_mut());
+        }
+    }
+}
+
+/// One thread's heap, in a static table (so its address, which full pages carry, stays a heap's).
+///
+/// Invariant: `current[c]` is the first page of `queues[c]`, or [`EMPTY_PAGE`] when that queue
+/// is empty.
+pub struct Heap {
+    current: [Cell<*mut Page>; CLASSES],
+    queues: [PageList; CLASSES],
+    /// Empty pages kept for reuse (linked through `next`).
+    empty: Cell<*mut Page>,
+    empty_count: Cell<u32>,
+}
+
+// SAFETY: a heap is touched only by its thread, and by the next thread to take it from the table
+// after that one abandoned it (ordered by the table's lock).
+unsafe impl Sync for Heap {}
+
+impl Heap {
+    const fn new() -> Self {
+        Heap {
+            current: [const { Cell::new(ptr::null_mut()) }; CLASSES],
+            queues: [const { PageList::new() }; CLASSES],
+            empty: Cell::new(ptr::null_mut()),
+            empty_count: Cell::new(0),
+        }
+    }
+
+    fn as_ptr(&self) -> *mut Heap {
+        self as *const Heap as *mut Heap
+    }
+}
+
+struct HeapTable {
+    heaps: [Heap; MAX_HEAPS],
+}
+
+static HEAPS: HeapTable = HeapTable {
+    heaps: [const { Heap::new() }; MAX_HEAPS],
+};
+/// Bit `i` set: heap `i` belongs to a live thread.
+static HEAP_USED: spin::Mutex<[u64; MAX_HEAPS / 64]> = spin::Mutex::new([0; MAX_HEAPS / 64]);
+
+/// Abandoned pages with free room and live blocks, one list per class.
+struct Abandoned {
+    lists: [PageList; CLASSES],
+}
+
+// SAFETY: only reached through the `ABANDONED` mutex.
+unsafe impl Send for Abandoned {}
+
+static ABANDONED: spin::Mutex<Abandoned> = spin::Mutex::new(Abandoned {
+    lists: [const { PageList::new() }; CLASSES],
+});
+
+// ------------------------------------------------------------------------------ the reservation
+
+/// Start of the page reservation; 0 until it exists.
+static BASE: AtomicUsize = AtomicUsize::new(0);
+/// Its length; 0 until it exists (published last, with Release).
+static LEN: AtomicUsize = AtomicUsize::new(0);
+
+/// Pages by index: which are free (their memory given back) and how far the reservation is used.
+struct Pool {
+    /// Pages handed out from the start of the reservation so far (free or not).
+    fresh: usize,
+    /// Bytes made readable and writable from the start of the reservation.
+    committed: usize,
+    /// Bit `i` set: page `i` (below `fresh`) is free, and its memory was given back.
+    free_bits: [u64; RESERVE / PAGE_SIZE / 64],
+    /// No word below this one has a set bit.
+    hint: usize,
+    init_failed: bool,
+}
+
+static POOL: spin::Mutex<Pool> = spin::Mutex::new(Pool {
+    fresh: 0,
+    committed: 0,
+    free_bits: [0; RESERVE / PAGE_SIZE / 64],
+    hint: 0,
+    init_failed: false,
+});
+
+/// Figures for `stats`.
+static PAGES_IN_USE: AtomicU64 = AtomicU64::new(0);
+static PAGES_RETURNED: AtomicU64 = AtomicU64::new(0);
+static PAGES_ADOPTED: AtomicU64 = AtomicU64::new(0);
+
+/// True when `p` lies in the page reservation: one subtraction and one compare. (`LEN` first,
+/// with Acquire, as in `reservation::owns`.)
+#[inline(always)]
+pub fn owns(p: *const u8) -> bool {
+    let len = LEN.load(Ordering::Acquire);
+    (p as usize).wrapping_sub(BASE.load(Ordering::Relaxed)) < len
+}
+
+#[inline(always)]
+fn page_of(p: *const u8) -> *mut Page {
+    (p as usize & !(PAGE_SIZE - 1)) as *mut Page
+}
+
+/// Called with the pool locked: makes the reservation on first use.
+fn init_locked(pool: &mut Pool) -> bool {
+    if LEN.load(Ordering::Relaxed) != 0 {
+        return true;
+    }
+    if pool.init_failed {
+        return false;
+    }
+    let mut len = RESERVE;
+    if let Some(budget) = crate::reservation::address_space_budget() {
+        len = len.min(budget / 2) & !(PAGE_SIZE - 1);
+    }
+    while len >= 16 * PAGE_SIZE {
+        if let Some(raw) = os::reserve(len + PAGE_SIZE) {
+            let base = (raw + PAGE_SIZE - 1) & !(PAGE_SIZE - 1);
+            // SAFETY: the pieces before and after the aligned range are parts of the mapping
+            // just made and hold nothing.
+            unsafe {
+                if base > raw {
+                    os::release(raw, base - raw);
+                }
+                let tail = raw + len + PAGE_SIZE - (base + len);
+                if tail > 0 {
+                    os::release(base + len, tail);
+                }
+            }
+            crate::region::watch_slab_frees();
+            BASE.store(base, Ordering::Relaxed);
+            LEN.store(len, Ordering::Release);
+            return true;
+        }
+        len /= 2;
+    }
+    pool.init_failed = true;
+    false
+}
+
+/// Takes a page from the pool: a given-back one, or the next fresh one. Both read as zero.
+/// Null when the reservation is exhausted or the kernel refuses the commit.
+#[cold]
+#[inline(never)]
+fn take_page() -> *mut Page {
+    let mut pool = POOL.lock();
+    if !init_locked(&mut pool) {
+        return ptr::null_mut();
+    }
+    let base = BASE.load(Ordering::Relaxed);
+    let words = pool.fresh.div_ceil(64);
+    let mut w = pool.hint;
+    while w < words {
+        let bits = pool.free_bits[w];
+        if bits != 0 {
+            let i = w * 64 + bits.trailing_zeros() as usize;
+            pool.free_bits[w] &= bits - 1;
+            pool.hint = w;
+            PAGES_IN_USE.fetch_add(1, Ordering::Relaxed);
+            return (base + i * PAGE_SIZE) as *mut Page;
+        }
+        w += 1;
+    }
+    pool.hint = words;
+    let len = LEN.load(Ordering::Relaxed);
+    let at = pool.fresh * PAGE_SIZE;
+    if at + PAGE_SIZE > len {
+        return ptr::null_mut();
+    }
+    if at + PAGE_SIZE > pool.committed {
+        let step = COMMIT_STEP.min(len - pool.committed);
+        // SAFETY: a page-aligned range inside our reservation, beyond anything handed out.
+        if !unsafe { os::commit(base + pool.committed, step) } {
+            return ptr::null_mut();
+        }
+        pool.committed += step;
+    }
+    pool.fresh += 1;
+    PAGES_IN_USE.fetch_add(1, Ordering::Relaxed);
+    (base + at) as *mut Page
+}
+
+/// Gives a page's memory back to the kernel and returns it to the pool.
+///
+/// # Safety
+/// The caller owns `p`, which holds no live block and is on no list.
+unsafe fn return_page(p: *mut Page) {
+    let base = BASE.load(Ordering::Relaxed);
+    // SAFETY: the page is ours and holds nothing live (caller's obligation).
+    if !unsafe { os::discard(p as usize, PAGE_SIZE) } {
+        // Locked memory keeps its contents: make the header read as a fresh page's.
+        // SAFETY: as above.
+        unsafe { ptr::write(p, Page::empty()) };
+    }
+    let i = (p as usize - base) / PAGE_SIZE;
+    let mut pool = POOL.lock();
+    pool.free_bits[i / 64] |= 1 << (i % 64);
+    pool.hint = pool.hint.min(i / 64);
+    PAGES_IN_USE.fetch_sub(1, Ordering::Relaxed);
+    PAGES_RETURNED.fetch_add(1, Ordering::Relaxed);
+}
+
+// ------------------------------------------------------------------------------ heaps
+
+/// Takes a free heap from the table for the calling thread; null when all are taken.
+/// The caller keeps it in the thread's state and calls [`abandon`] when the thread exits.
+#[cold]
+#[inline(never)]
+pub(crate) fn acquire_heap() -> *mut Heap {
+    let mut used = HEAP_USED.lock();
+    for (w, bits) in used.iter_mut().enumerate() {
+        if *bits != u64::MAX {
+            let b = (!*bits).trailing_zeros() as usize;
+            *bits |= 1 << b;
+            let h = &HEAPS.heaps[w * 64 + b];
+            for c in &h.current {
+                c.set(empty_page());
+            }
+            return h.as_ptr();
+        }
+    }
+    ptr::null_mut()
+}
+
+/// The class of a request of `size` bytes (`1..=MAX_SMALL`).
+#[inline(always)]
+pub fn class_of(size: usize) -> usize {
+    CLASS_OF[(size + 15) >> 4] as usize
+}
+
+/// Allocates a block of class `class` from `heap`; null when no page can be had.
+///
+/// # Safety
+/// `heap` is the calling thread's heap (from [`acquire_heap`]); `class < CLASSES`.
+#[inline(always)]
+pub unsafe fn alloc(heap: *mut Heap, class: usize) -> *mut u8 {
+    // SAFETY: the calling thread owns `heap` and its current pages (the sentinel's free list is
+    // always null, so it is never written).
+    unsafe {
+        let pg = (*heap).current[class].get();
+        let b = (*pg).free.get();
+        if b.is_null() {
+            return alloc_slow(heap, class);
+        }
+        (*pg).free.set((*b).next);
+        (*pg).used.set((*pg).used.get() + 1);
+        b as *mut u8
+    }
+}
+
+/// [`alloc`] when the current page has no free block: walks the class's pages for room
+/// (setting full ones aside), then adopts an abandoned page or takes a new one.
+///
+/// # Safety
+/// As [`alloc`].
+#[cold]
+#[inline(never)]
+unsafe fn alloc_slow(heap: *mut Heap, class: usize) -> *mut u8 {
+    // SAFETY: the calling thread owns `heap` (caller's obligation) and every page on its queues.
+    unsafe {
+        let h = &*heap;
+        let q = &h.queues[class];
+        let mut pg = q.first.get();
+        while !pg.is_null() {
+            let next = (*pg).next.get();
+            collect(pg);
+            if (*pg).free.get().is_null() {
+                extend(pg);
+            }
+            if !(*pg).free.get().is_null() {
+                if q.first.get() != pg {
+                    q.remove(pg);
+                    q.push_front(pg);
+                }
+                h.current[class].set(pg);
+                return alloc(heap, class);
+            }
+            // Full: off the queue, still ours (see `FULL`).
+            q.remove(pg);
+            (*pg).heap.store(heap as usize | FULL, Ordering::Release);
+            pg = next;
+        }
+        h.current[class].set(empty_page());
+        loop {
+            let pg = adopt(heap, class);
+            if pg.is_null() {
+                break;
+            }
+            if (*pg).free.get().is_null() {
+                extend(pg);
+            }
+            if (*pg).free.get().is_null() {
+                // Abandoned by an exiting thread with every block live: full, and ours now.
+                (*pg).heap.store(heap as usize | FULL, Ordering::Release);
+                continue;
+            }
+            q.push_front(pg);
+            h.current[class].set(pg);
+            return alloc(heap, class);
+        }
+        let pg = new_page(h, class);
+        if pg.is_null() {
+            return ptr::null_mut();
+        }
+        extend(pg);
+        q.push_front(pg);
+        h.current[class].set(pg);
+        alloc(heap, class)
+    }
+}
+
+/// A new page of class `class` for `h`: from its empty cache, else from the pool.
+///
+/// # Safety
+/// The calling thread owns `h`.
+unsafe fn new_page(h: &Heap, class: usize) -> *mut Page {
+    let mut pg = h.empty.get();
+    if pg.is_null() {
+        pg = take_page();
+        if pg.is_null() {
+            return pg;
+        }
+    } else {
+        // SAFETY: a page of the heap's own empty cache.
+        h.empty.set(unsafe { (*pg).next.get() });
+        h.empty_count.set(h.empty_count.get() - 1);
+    }
+    let bs = CLASS_SIZE[class];
+    // SAFETY: the page is ours alone: fresh from the pool or our own empty page.
+    unsafe {
+        ptr::write(pg, Page::empty());
+        (*pg).block_size.set(bs);
+        (*pg)
+            .reserved
+            .set(((PAGE_SIZE - HEADER) / bs as usize) as u32);
+        (*pg).class.set(class as u8);
+        (*pg).heap.store(h.as_ptr() as usize, Ordering::Release);
+    }
+    pg
+}
+
+/// Carves more blocks of the page onto its free list: up to the end of the next 4 KiB piece of
+/// memory, at least one block, so an untouched piece is never faulted in.
+///
+/// # Safety
+/// The caller owns `pg`, whose free list is empty.
+unsafe fn extend(pg: *mut Page) {
+    // SAFETY: the caller owns the page; blocks `capacity..reserved` hold nothing.
+    unsafe {
+        let (cap, res) = ((*pg).capacity.get(), (*pg).reserved.get());
+        if cap >= res {
+            return;
+        }
+        let bs = (*pg).block_size.get() as usize;
+        let start = pg as usize + HEADER + cap as usize * bs;
+        let end_piece = (start + os::PAGE) & !(os::PAGE - 1);
+        let n = (((end_piece - start) / bs).max(1) as u32).min(res - cap);
+        let mut head: *mut Block = ptr::null_mut();
+        for i in (0..n as usize).rev() {
+            let b = (start + i * bs) as *mut Block;
+            (*b).next = head;
+            head = b;
+        }
+        (*pg).free.set(head);
+        (*pg).capacity.set(cap + n);
+    }
+}
+
+/// Takes over the blocks other threads freed to the page: onto its free list, out of `used`.
+/// Returns how many.
+///
+/// # Safety
+/// The caller owns `pg`.
+unsafe fn collect(pg: *mut Page) -> u32 {
+    // SAFETY: the caller owns the page; `thread_free` is atomic, and the blocks on it are free.
+    unsafe {
+        if (*pg).thread_free.load(Ordering::Relaxed).is_null() {
+            return 0;
+        }
+        let head = (*pg).thread_free.swap(ptr::null_mut(), Ordering::SeqCst);
+        let mut tail = head;
+        let mut n = 1u32;
+        while !(*tail).next.is_null() {
+            tail = (*tail).next;
+            n += 1;
+        }
+        (*tail).next = (*pg).free.get();
+        (*pg).free.set(head);
+        let used = (*pg).used.get();
+        if n > used {
+            double_free();
+        }
+        (*pg).used.set(used - n);
+        n
+    }
+}
+
+/// `used - 1` for a block going back, aborting (as glibc does) when nothing was in use: the
+/// program freed a block twice.
+fn checked_release(used: u32) -> u32 {
+    if used == 0 {
+        double_free();
+    }
+    used - 1
+}
+
+#[cold]
+#[inline(never)]
+fn double_free() -> ! {
+    os::fatal(b"resizealloc: free(): block freed twice or not allocated (small heap)\n")
+}
+
+/// Frees `p`. Any thread may call it for any live block.
+///
+/// # Safety
+/// `owns(p)` and `p` is a live block (not freed since it was handed out); `heap` is the
+/// calling thread's heap or null.
+#[inline(always)]
+pub unsafe fn free(heap: *mut Heap, p: *mut u8) {
+    let pg = page_of(p);
+    let b = p as *mut Block;
+    // SAFETY: a live block's page is in use, so its header stays mapped; the owner check
+    // decides who may touch the owner-only fields.
+    unsafe {
+        if !heap.is_null() && (*pg).heap.load(Ordering::Relaxed) == heap as usize {
+            (*b).next = (*pg).free.get();
+            (*pg).free.set(b);
+            let u = (*pg).used.get().wrapping_sub(1);
+            (*pg).used.set(u);
+            // u == 0: the page is empty now; u == MAX: a double free.
+            if u.wrapping_add(1) <= 1 {
+                free_local_slow(&*heap, pg);
+            }
+        } else {
+            free_other(heap, pg, b);
+        }
+    }
+}
+
+/// After an owner's free that emptied the page (or freed a block twice): an empty page leaves
+/// its queue, unless it is the class's only page, for the empty cache or the kernel.
+///
+/// # Safety
+/// The calling thread owns `h` and `pg`, which is on `h`'s queue of its class.
+#[cold]
+#[inline(never)]
+unsafe fn free_local_slow(h: &Heap, pg: *mut Page) {
+    // SAFETY: caller's obligation.
+    unsafe {
+        if (*pg).used.get() == u32::MAX {
+            double_free();
+        }
+        let c = (*pg).class.get() as usize;
+        let q = &h.queues[c];
+        if q.first.get() == pg && q.last.get() == pg {
+            return; // the class's only page: keep it for the next allocation
+        }
+        q.remove(pg);
+        if h.current[c].get() == pg {
+            let first = q.first.get();
+            h.current[c].set(if first.is_null() { empty_page() } else { first });
+        }
+        retire(h, pg);
+    }
+}
+
+/// An empty page leaves its heap: into the heap's empty cache, or back to the kernel.
+///
+/// # Safety
+/// The calling thread owns `h` and `pg`; `pg` is on no list and holds no live block.
+unsafe fn retire(h: &Heap, pg: *mut Page) {
+    // SAFETY: caller's obligation. With no live block, no other thread can free into the page.
+    unsafe {
+        (*pg).heap.store(0, Ordering::Relaxed);
+        if h.empty_count.get() < EMPTY_CACHE {
+            (*pg).next.set(h.empty.get());
+            h.empty.set(pg);
+            h.empty_count.set(h.empty_count.get() + 1);
+            return;
+        }
+        return_page(pg);
+    }
+}
+
+/// A free the owner's fast path did not take: the owner's free to its full page takes the page
+/// back; another thread's free to a full page detaches it (onto the abandoned list); any other
+/// free pushes onto the page's `thread_free`.
+///
+/// # Safety
+/// `b` is a live block of `pg`; `heap` is the calling thread's heap or null.
+#[cold]
+#[inline(never)]
+unsafe fn free_other(heap: *mut Heap, pg: *mut Page, b: *mut Block) {
+    // SAFETY: a page with a live block stays mapped; the compare-and-swap on `heap` decides
+    // who owns a full page; `thread_free` is atomic; `b` is ours to link (the program freed it).
+    unsafe {
+        loop {
+            let owner = (*pg).heap.load(Ordering::Acquire);
+            if owner & FULL == 0 {
+                break;
+            }
+            if owner == heap as usize | FULL && !heap.is_null() {
+                // Our full page: take it back, unless another thread detached it first.
+                if (*pg)
+                    .heap
+                    .compare_exchange(owner, heap as usize, Ordering::AcqRel, Ordering::Acquire)
+                    .is_ok()
+                {
+                    let h = &*heap;
+                    (*b).next = (*pg).free.get();
+                    (*pg).free.set(b);
+                    (*pg).used.set(checked_release((*pg).used.get()));
+                    let c = (*pg).class.get() as usize;
+                    h.queues[c].push_back(pg);
+                    if h.current[c].get() == empty_page() {
+                        h.current[c].set(pg);
+                    }
+                    if (*pg).used.get() == 0 {
+                        free_local_slow(h, pg);
+                    }
+                    return;
+                }
+            } else if detach(pg, owner, b) {
+                return;
+            }
+        }
+        // Not full (or no longer): push onto `thread_free`.
+        let tf = &(*pg).thread_free;
+        let mut head = tf.load(Ordering::Relaxed);
+        loop {
+            (*b).next = head;
+            match tf.compare_exchange_weak(head, b, Ordering::SeqCst, Ordering::Relaxed) {
+                Ok(_) => break,
+                Err(now) => head = now,
+            }
+        }
+        // Abandoned (the store of null comes before the abandoner's last `collect`, so a push
+        // it missed sees null here): once the hint says the page may be empty, look.
+        if (*pg).heap.load(Ordering::SeqCst) == 0
+            && (*pg).settle_hint.fetch_sub(1, Ordering::Relaxed) == 1
+        {
+            settle_abandoned(pg);
+        }
+    }
+}
+
+/// Another thread's free `b` to a full page owned by `owner` (tagged): detaches the page onto
+/// the abandoned list of its class, with `b` freed into it. False when the owner took it back
+/// (or another thread detached it) first: the caller looks again.
+///
+/// # Safety
+/// `b` is a live block of `pg`.
+#[cold]
+#[inline(never)]
+unsafe fn detach(pg: *mut Page, owner: usize, b: *mut Block) -> bool {
+    let ab = ABANDONED.lock();
+    // SAFETY: winning the swap from the tagged owner to null makes us the page's owner, under
+    // the lock, until it is on the abandoned list.
+    unsafe {
+        if (*pg)
+            .heap
+            .compare_exchange(owner, 0, Ordering::AcqRel, Ordering::Acquire)
+            .is_err()
+        {
+            return false;
+        }
+        (*b).next = (*pg).free.get();
+        (*pg).free.set(b);
+        (*pg).used.set(checked_release((*pg).used.get()));
+        collect(pg);
+        park_abandoned(&ab, pg);
+    }
+    true
+}
+
+/// Puts a page that the lock holder owns (and whose `heap` is null) on the abandoned list of its
+/// class, or gives it back when nothing in it is live.
+///
+/// # Safety
+/// The caller holds the lock (`ab`) and owns `pg`, which is on no list.
+unsafe fn park_abandoned(ab: &Abandoned, pg: *mut Page) {
+    // SAFETY: caller's obligation.
+    unsafe {
+        let used = (*pg).used.get();
+        if used == 0 {
+            return_page(pg);
+            return;
+        }
+        (*pg).settle_hint.store(used, Ordering::Relaxed);
+        (*pg).abandoned.set(true);
+        ab.lists[(*pg).class.get() as usize].push_back(pg);
+    }
+}
+
+/// After other threads' frees to an abandoned page may have emptied it: takes its
+/// `thread_free` into its counts, and gives the page back once nothing in it is live.
+#[cold]
+#[inline(never)]
+fn settle_abandoned(pg: *mut Page) {
+    let ab = ABANDONED.lock();
+    // SAFETY: holding the lock, we own an abandoned page (its `abandoned` flag only changes under
+    // the lock). A page no longer abandoned was adopted, and its new owner collects.
+    unsafe {
+        if !(*pg).abandoned.get() {
+            return;
+        }
+        collect(pg);
+        let used = (*pg).used.get();
+        if used != 0 {
+            (*pg).settle_hint.store(used, Ordering::Relaxed);
+            return;
+        }
+        ab.lists[(*pg).class.get() as usize].remove(pg);
+        (*pg).abandoned.set(false);
+        return_page(pg);
+    }
+}
+
+/// Takes an abandoned page of `class` for `heap`, with other threads' frees collected; null
+/// when there is none. The page is on no list yet.
+///
+/// # Safety
+/// The calling thread owns `heap`.
+unsafe fn adopt(heap: *mut Heap, class: usize) -> *mut Page {
+    let ab = ABANDONED.lock();
+    let pg = ab.lists[class].first.get();
+    if pg.is_null() {
+        return pg;
+    }
+    // SAFETY: holding the lock we own the abandoned page; once `heap` names us, other threads'
+    // frees push onto it as onto any owned page, and our own take the fast path.
+    unsafe {
+        ab.lists[class].remove(pg);
+        (*pg).abandoned.set(false);
+        (*pg).heap.store(heap as usize, Ordering::SeqCst);
+        drop(ab);
+        collect(pg);
+    }
+    PAGES_ADOPTED.fetch_add(1, Ordering::Relaxed);
+    pg
+}
+
+/// The thread of `heap` exits: the pages on its queues go back or to the abandoned lists, its
+/// cached pages back, and the heap to the table. Its full pages stay tagged with the heap: the
+/// first free to one detaches it (or, once the heap serves another thread, takes it back).
+///
+/// # Safety
+/// `heap` is the calling thread's heap, which it never uses again.
+pub(crate) unsafe fn abandon(heap: *mut Heap) {
+    // SAFETY: the calling thread owns the heap and its pages until it hands them over.
+    unsafe {
+        let h = &*heap;
+        for c in 0..CLASSES {
+            let q = &h.queues[c];
+            loop {
+                let pg = q.first.get();
+                if pg.is_null() {
+                    break;
+                }
+                q.remove(pg);
+                let ab = ABANDONED.lock();
+                // Null first, then collect: a free that pushes after this collect sees null
+                // (both SeqCst) and settles the page itself.
+                (*pg).heap.store(0, Ordering::SeqCst);
+                collect(pg);
+                park_abandoned(&ab, pg);
+            }
+            h.current[c].set(empty_page());
+        }
+        let mut pg = h.empty.get();
+        while !pg.is_null() {
+            let next = (*pg).next.get();
+            return_page(pg);
+            pg = next;
+        }
+        h.empty.set(ptr::null_mut());
+        h.empty_count.set(0);
+    }
+    let i = (heap as usize - HEAPS.heaps.as_ptr() as usize) / core::mem::size_of::<Heap>();
+    HEAP_USED.lock()[i / 64] &= !(1 << (i % 64));
+}
+
+/// Fork support: takes every lock of the small-block heap (in the order the slow paths take
+/// them), so that the child never inherits one held by a thread that does not exist there.
+pub fn fork_prepare() {
+    core::mem::forget(HEAP_USED.lock());
+    core::mem::forget(ABANDONED.lock());
+    core::mem::forget(POOL.lock());
+}
+
+/// Fork support: the parent and the child both release the locks taken in [`fork_prepare`].
+///
+/// # Safety
+/// Called once after [`fork_prepare`], by the thread that called it (or its copy in the child).
+pub unsafe fn fork_finish() {
+    // SAFETY: the caller's obligation: the locks are held by our own `fork_prepare`.
+    unsafe {
+        POOL.force_unlock();
+        ABANDONED.force_unlock();
+        HEAP_USED.force_unlock();
+    }
+}
+
+/// Usable size of a block.
+///
+/// # Safety
+/// `owns(p)` and `p` is a live block.
+pub unsafe fn usable_size(p: *const u8) -> usize {
+    // SAFETY: a live block's page header is mapped; `block_size` does not change while the page
+    // has live blocks.
+    unsafe { (*page_of(p)).block_size.get() as usize }
+}
+
+/// `(pages in use, pages given back to the kernel so far, abandoned pages adopted so far)`.
+pub fn counts() -> (u64, u64, u64) {
+    (
+        PAGES_IN_USE.load(Ordering::Relaxed),
+        PAGES_RETURNED.load(Ordering::Relaxed),
+        PAGES_ADOPTED.load(Ordering::Relaxed),
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn classes_cover_every_size_with_little_waste() {
+        for size in 1..=MAX_SMALL {
+            let c = class_of(size);
+            let bs = CLASS_SIZE[c] as usize;
+            assert!(bs >= size, "size {size} got class {c} of {bs}");
+            assert!(c == 0 || (CLASS_SIZE[c - 1] as usize) < size);
+            assert!(
+                size <= 128 || bs * 4 <= size * 5 + 64,
+                "size {size} wastes in {bs}"
+            );
+        }
+    }
+}
