@@ -12,7 +12,8 @@
  * allocated; per free, the allocation subtracted by the script), outside (malloc(80) + free
  * outside regions), markers (an empty region: begin + end), escape (one region per step that
  * frees a random one of 1024 kept blocks and keeps a new one in its place, as the memory
- * suite's churn does; per step).
+ * suite's churn does; per step), churn (no regions: free + malloc of a random one of 65536 live
+ * blocks of 16-128 B, after 300k steps of warm-up; per step).
  */
 #define _GNU_SOURCE
 #include <dlfcn.h>
@@ -101,6 +102,20 @@ int main(int argc, char **argv) {
             end();
         }
         for (int i = 0; i < KEPT; i++) free(kept[i]);
+    } else if (!strcmp(m, "churn")) {
+        /* no regions: random replacement in a large live set (long lifetimes: process mode
+           learns the site long and routes it away from the arena); 300k steps of warm-up
+           run in every count, so the difference is steady state */
+        enum { LIVE = 65536, WARM = 300000 };
+        void **live = malloc(LIVE * sizeof *live);
+        for (int i = 0; i < LIVE; i++) live[i] = malloc(16 + next() % 113);
+        for (long i = 0; i < WARM + n; i++) {
+            size_t j = next() % LIVE;
+            free(live[j]);
+            live[j] = malloc(16 + next() % 113);
+        }
+        for (int i = 0; i < LIVE; i++) free(live[i]);
+        free(live);
     } else {
         return 1;
     }
