@@ -223,11 +223,28 @@ impl PageList {
     }
 }
 
+/// Blocks the owner freed most recently, per class, handed out again first: their memory is
+/// still in the cache, where a page's free list would hand out whichever block of the current
+/// page was freed longest ago (the load of its link then misses). For their pages the blocks
+/// stay in use (`Page::used` counts them), so a cached block is simply one allocated and not yet
+/// handed out: it may belong to a page that has since changed hands, and it goes back through
+/// [`free`]'s general path when the cache is flushed.
+struct BlockCache {
+    head: Cell<*mut Block>,
+    count: Cell<u32>,
+    /// At most this many blocks (about [`CACHE_BYTES`] of them).
+    limit: Cell<u32>,
+}
+
+/// Bytes of blocks one class's [`BlockCache`] holds at most (at least 4 blocks, at most 64).
+pub const CACHE_BYTES: usize = 8 << 10;
+
 /// One thread's heap, in a static table (so its address, which full pages carry, stays a heap's).
 ///
 /// Invariant: `current[c]` is the first page of `queues[c]`, or [`EMPTY_PAGE`] when that queue
 /// is empty.
 pub struct Heap {
+    cache: [BlockCache; CLASSES],
     current: [Cell<*mut Page>; CLASSES],
     queues: [PageList; CLASSES],
     /// Empty pages kept for reuse (linked through `next`).
@@ -242,6 +259,13 @@ unsafe impl Sync for Heap {}
 impl Heap {
     const fn new() -> Self {
         Heap {
+            cache: [const {
+                BlockCache {
+                    head: Cell::new(ptr::null_mut()),
+                    count: Cell::new(0),
+                    limit: Cell::new(0),
+                }
+            }; CLASSES],
             current: [const { Cell::new(ptr::null_mut()) }; CLASSES],
             queues: [const { PageList::new() }; CLASSES],
             empty: Cell::new(ptr::null_mut()),
@@ -434,8 +458,10 @@ pub(crate) fn acquire_heap() -> *mut Heap {
             let b = (!*bits).trailing_zeros() as usize;
             *bits |= 1 << b;
             let h = &HEAPS.heaps[w * 64 + b];
-            for c in &h.current {
-                c.set(empty_page());
+            for c in 0..CLASSES {
+                h.current[c].set(empty_page());
+                let limit = (CACHE_BYTES / CLASS_SIZE[c] as usize).clamp(4, 64);
+                h.cache[c].limit.set(limit as u32);
             }
             return h.as_ptr();
         }
@@ -457,6 +483,25 @@ pub fn class_of(size: usize) -> usize {
 pub unsafe fn alloc(heap: *mut Heap, class: usize) -> *mut u8 {
     // SAFETY: the calling thread owns `heap` and its current pages (the sentinel's free list is
     // always null, so it is never written).
+    unsafe {
+        let tc = &(*heap).cache[class];
+        let b = tc.head.get();
+        if !b.is_null() {
+            tc.head.set((*b).next);
+            tc.count.set(tc.count.get() - 1);
+            return b as *mut u8;
+        }
+        alloc_from_page(heap, class)
+    }
+}
+
+/// [`alloc`] from the class's current page.
+///
+/// # Safety
+/// As [`alloc`].
+#[inline(always)]
+unsafe fn alloc_from_page(heap: *mut Heap, class: usize) -> *mut u8 {
+    // SAFETY: as in `alloc`.
     unsafe {
         let pg = (*heap).current[class].get();
         let b = (*pg).free.get();
@@ -494,7 +539,7 @@ unsafe fn alloc_slow(heap: *mut Heap, class: usize) -> *mut u8 {
                     q.push_front(pg);
                 }
                 h.current[class].set(pg);
-                return alloc(heap, class);
+                return alloc_from_page(heap, class);
             }
             // Full: off the queue, still ours (see `FULL`).
             q.remove(pg);
@@ -517,7 +562,7 @@ unsafe fn alloc_slow(heap: *mut Heap, class: usize) -> *mut u8 {
             }
             q.push_front(pg);
             h.current[class].set(pg);
-            return alloc(heap, class);
+            return alloc_from_page(heap, class);
         }
         let pg = new_page(h, class);
         if pg.is_null() {
@@ -526,7 +571,7 @@ unsafe fn alloc_slow(heap: *mut Heap, class: usize) -> *mut u8 {
         extend(pg);
         q.push_front(pg);
         h.current[class].set(pg);
-        alloc(heap, class)
+        alloc_from_page(heap, class)
     }
 }
 
@@ -643,17 +688,72 @@ pub unsafe fn free(heap: *mut Heap, p: *mut u8) {
     // SAFETY: a live block's page is in use, so its header stays mapped; the owner check
     // decides who may touch the owner-only fields.
     unsafe {
-        if !heap.is_null() && (*pg).heap.load(Ordering::Relaxed) == heap as usize {
-            (*b).next = (*pg).free.get();
-            (*pg).free.set(b);
-            let u = (*pg).used.get().wrapping_sub(1);
-            (*pg).used.set(u);
-            // u == 0: the page is empty now; u == MAX: a double free.
-            if u.wrapping_add(1) <= 1 {
-                free_local_slow(&*heap, pg);
+        let owner = (*pg).heap.load(Ordering::Relaxed);
+        if !heap.is_null() && owner & !FULL == heap as usize {
+            // Our page (full or not): into the block cache while it has room.
+            let tc = &(*heap).cache[(*pg).class.get() as usize];
+            let n = tc.count.get();
+            if n < tc.limit.get() {
+                if tc.head.get() == b {
+                    double_free(); // the block just freed, freed again (the common double free)
+                }
+                (*b).next = tc.head.get();
+                tc.head.set(b);
+                tc.count.set(n + 1);
+                return;
             }
-        } else {
-            free_other(heap, pg, b);
+            if owner == heap as usize {
+                free_to_own_page(&*heap, pg, b);
+                return;
+            }
+        }
+        free_other(heap, pg, b);
+    }
+}
+
+/// The owner's free of `b` onto its page's free list.
+///
+/// # Safety
+/// The calling thread owns `h` and `pg` (not full); `b` is an allocated block of `pg`.
+#[inline(always)]
+unsafe fn free_to_own_page(h: &Heap, pg: *mut Page, b: *mut Block) {
+    // SAFETY: caller's obligation.
+    unsafe {
+        if (*pg).free.get() == b {
+            double_free(); // the block just freed, freed again (the common double free)
+        }
+        (*b).next = (*pg).free.get();
+        (*pg).free.set(b);
+        let u = (*pg).used.get().wrapping_sub(1);
+        (*pg).used.set(u);
+        // u == 0: the page is empty now; u == MAX: a double free.
+        if u.wrapping_add(1) <= 1 {
+            free_local_slow(h, pg);
+        }
+    }
+}
+
+/// Empties the heap's block cache: every block goes back to its page as any free would.
+///
+/// # Safety
+/// `heap` is the calling thread's heap.
+unsafe fn flush_cache(heap: *mut Heap) {
+    for c in 0..CLASSES {
+        // SAFETY: the calling thread owns the heap; cached blocks are allocated blocks.
+        unsafe {
+            let tc = &(*heap).cache[c];
+            let mut b = tc.head.replace(ptr::null_mut());
+            tc.count.set(0);
+            while !b.is_null() {
+                let next = (*b).next;
+                let pg = page_of(b as *const u8);
+                if (*pg).heap.load(Ordering::Relaxed) == heap as usize {
+                    free_to_own_page(&*heap, pg, b);
+                } else {
+                    free_other(heap, pg, b);
+                }
+                b = next;
+            }
         }
     }
 }
@@ -870,6 +970,7 @@ unsafe fn adopt(heap: *mut Heap, class: usize) -> *mut Page {
 pub(crate) unsafe fn abandon(heap: *mut Heap) {
     // SAFETY: the calling thread owns the heap and its pages until it hands them over.
     unsafe {
+        flush_cache(heap);
         let h = &*heap;
         for c in 0..CLASSES {
             let q = &h.queues[c];

@@ -153,8 +153,6 @@ fn bulk_frees_give_pages_back() {
         after.pages_given_back - before.pages_given_back >= pages * 9 / 10,
         "{pages} pages of blocks freed, {before:?} -> {after:?}"
     );
-    // A heap keeps at most a few empty pages for reuse.
-    assert!(after.pages_in_use <= full.pages_in_use - pages * 9 / 10);
 }
 
 #[derive(Clone, Debug)]

@@ -100,6 +100,33 @@ fn small_block_heap_under_stress() {
 }
 
 #[test]
+fn small_block_heap_double_free_aborts() {
+    use std::os::unix::process::ExitStatusExt;
+    for how in ["cached", "page"] {
+        let mut cmd = Command::new(compile("slab_double_free"));
+        cmd.arg(how);
+        let out = preloaded(
+            cmd,
+            &[
+                ("RESIZEALLOC_REGION", "process"),
+                ("RESIZEALLOC_MAX_SIZE", "1"),
+            ],
+        );
+        assert_eq!(
+            out.status.signal(),
+            Some(libc_sigabrt()),
+            "{how}: {:?}",
+            out.status
+        );
+        assert!(
+            text(&out.stderr).contains("block freed twice"),
+            "{how}: stderr: {}",
+            text(&out.stderr)
+        );
+    }
+}
+
+#[test]
 fn fork_inside_a_region() {
     let out = preloaded(Command::new(compile("fork")), &[]);
     assert_ok(&out, "fork.c");
