@@ -40,7 +40,7 @@
 
 use core::cell::Cell;
 use core::ptr;
-use core::sync::atomic::{AtomicPtr, AtomicU32, AtomicU64, AtomicUsize, Ordering};
+use core::sync::atomic::{AtomicU32, AtomicU64, AtomicUsize, Ordering};
 
 use crate::os;
 
@@ -88,6 +88,12 @@ pub const MAX_HEAPS: usize = 1024;
 /// Tag in `Page::heap` of a full page: still owned by that heap, on none of its lists.
 pub const FULL: usize = 1;
 
+/// `Page::thread_free` keeps the list's length above this bit: the reservation lies below 2^48
+/// (checked when it is made) and a page holds fewer than 2^16 blocks.
+const TF_COUNT_SHIFT: u32 = 48;
+const TF_LIST: usize = (1 << TF_COUNT_SHIFT) - 1;
+const _: () = assert!((PAGE_SIZE - HEADER) / 16 < 1 << (usize::BITS - TF_COUNT_SHIFT));
+
 /// A free block: its first word links the free list.
 #[repr(C)]
 struct Block {
@@ -118,14 +124,20 @@ pub struct Page {
     /// The owning heap (tagged [`FULL`] while the page is full), or null while abandoned, cached
     /// empty or in the pool.
     heap: AtomicUsize,
-    /// Blocks freed by other threads: a list through their first word.
-    thread_free: AtomicPtr<Block>,
+    /// Keeps the fields other threads write off the owner's cache line: every remote free
+    /// would otherwise take the line the owner's next allocation reads.
+    _line: [u8; 8],
+    /// Blocks freed by other threads: a list through their first word, its length in the top
+    /// 16 bits (see [`TF_COUNT_SHIFT`]), so that taking it over needs no walk.
+    thread_free: AtomicUsize,
     /// While abandoned: frees still needed before the page is empty, as far as other threads'
     /// frees can tell without the lock. Only a hint for when to look (see [`settle_abandoned`]).
     settle_hint: AtomicU32,
 }
 
-const _: () = assert!(core::mem::size_of::<Page>() <= HEADER);
+const _: () = assert!(
+    core::mem::size_of::<Page>() <= HEADER && core::mem::offset_of!(Page, thread_free) == 64
+);
 
 // SAFETY: owner-only fields are touched by one thread at a time (see the module docs); the
 // shared ones are atomics.
@@ -145,7 +157,8 @@ impl Page {
             prev: Cell::new(ptr::null_mut()),
             next: Cell::new(ptr::null_mut()),
             heap: AtomicUsize::new(0),
-            thread_free: AtomicPtr::new(ptr::null_mut()),
+            _line: [0; 8],
+            thread_free: AtomicUsize::new(0),
             settle_hint: AtomicU32::new(0),
         }
     }
@@ -360,6 +373,12 @@ fn init_locked(pool: &mut Pool) -> bool {
     }
     while len >= 16 * PAGE_SIZE {
         if let Some(raw) = os::reserve(len + PAGE_SIZE) {
+            if raw + len + PAGE_SIZE > TF_LIST {
+                // Above 2^48 (5-level paging): `thread_free` could not hold its length.
+                // SAFETY: the mapping just made, holding nothing.
+                unsafe { os::release(raw, len + PAGE_SIZE) };
+                break;
+            }
             let base = (raw + PAGE_SIZE - 1) & !(PAGE_SIZE - 1);
             // SAFETY: the pieces before and after the aligned range are parts of the mapping
             // just made and hold nothing.
@@ -529,9 +548,13 @@ unsafe fn alloc_slow(heap: *mut Heap, class: usize) -> *mut u8 {
         let mut pg = q.first.get();
         while !pg.is_null() {
             let next = (*pg).next.get();
-            collect(pg);
             if (*pg).free.get().is_null() {
-                extend(pg);
+                // Other threads' frees first (a free list that is empty takes them without a
+                // walk), then fresh blocks.
+                collect(pg);
+                if (*pg).free.get().is_null() {
+                    extend(pg);
+                }
             }
             if !(*pg).free.get().is_null() {
                 if q.first.get() != pg {
@@ -640,17 +663,22 @@ unsafe fn extend(pg: *mut Page) {
 unsafe fn collect(pg: *mut Page) -> u32 {
     // SAFETY: the caller owns the page; `thread_free` is atomic, and the blocks on it are free.
     unsafe {
-        if (*pg).thread_free.load(Ordering::Relaxed).is_null() {
+        if (*pg).thread_free.load(Ordering::Relaxed) == 0 {
             return 0;
         }
-        let head = (*pg).thread_free.swap(ptr::null_mut(), Ordering::SeqCst);
-        let mut tail = head;
-        let mut n = 1u32;
-        while !(*tail).next.is_null() {
-            tail = (*tail).next;
-            n += 1;
+        let word = (*pg).thread_free.swap(0, Ordering::SeqCst);
+        let head = (word & TF_LIST) as *mut Block;
+        let n = (word >> TF_COUNT_SHIFT) as u32;
+        // The blocks are cold (other threads freed them): walk them only to append the list to
+        // a free list that is not empty, which the allocation path never asks for.
+        let old = (*pg).free.get();
+        if !old.is_null() {
+            let mut tail = head;
+            while !(*tail).next.is_null() {
+                tail = (*tail).next;
+            }
+            (*tail).next = old;
         }
-        (*tail).next = (*pg).free.get();
         (*pg).free.set(head);
         let used = (*pg).used.get();
         if n > used {
@@ -847,12 +875,13 @@ unsafe fn free_other(heap: *mut Heap, pg: *mut Page, b: *mut Block) {
         }
         // Not full (or no longer): push onto `thread_free`.
         let tf = &(*pg).thread_free;
-        let mut head = tf.load(Ordering::Relaxed);
+        let mut cur = tf.load(Ordering::Relaxed);
         loop {
-            (*b).next = head;
-            match tf.compare_exchange_weak(head, b, Ordering::SeqCst, Ordering::Relaxed) {
+            (*b).next = (cur & TF_LIST) as *mut Block;
+            let new = b as usize | ((cur >> TF_COUNT_SHIFT) + 1) << TF_COUNT_SHIFT;
+            match tf.compare_exchange_weak(cur, new, Ordering::SeqCst, Ordering::Relaxed) {
                 Ok(_) => break,
-                Err(now) => head = now,
+                Err(now) => cur = now,
             }
         }
         // Abandoned (the store of null comes before the abandoner's last `collect`, so a push

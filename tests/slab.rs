@@ -64,29 +64,51 @@ fn requests_outside_the_small_range_are_declined() {
 #[test]
 fn blocks_freed_on_other_threads_are_reused_and_full_pages_change_hands() {
     let before = stats().small;
-    // A producer fills many pages of one class; a consumer frees every block on its thread.
-    // Full pages get detached by the consumer's frees and adopted by the producer's next page.
-    let (tx, rx) = mpsc::sync_channel::<Sent>(1024);
+    // The producer fills pages (they go full), the consumer frees every other block of them on
+    // its thread (each page's first such free detaches it, half live, onto the abandoned list),
+    // and the producer's next batch adopts those pages.
+    let (to_consumer, batches) = mpsc::channel::<Vec<Sent>>();
+    let (to_producer, acks) = mpsc::channel::<()>();
     let consumer = thread::spawn(move || {
-        for b in rx {
-            free_checked(b);
+        let mut kept = Vec::new();
+        for batch in batches {
+            for (i, b) in batch.into_iter().enumerate() {
+                if i % 2 == 0 {
+                    free_checked(b);
+                } else {
+                    kept.push(b);
+                }
+            }
+            to_producer.send(()).unwrap();
         }
+        kept
     });
     let producer = thread::spawn(move || {
-        for round in 0..20u64 {
-            for k in 0..5_000u64 {
-                let b = alloc_checked(24 + (k as usize % 40), round << 32 | k);
-                tx.send(b).unwrap();
+        let mut last = Vec::new();
+        for round in 0..3u64 {
+            let batch: Vec<Sent> = (0..20_000u64)
+                .map(|k| alloc_checked(40, round << 32 | k))
+                .collect();
+            if round == 2 {
+                last = batch;
+                break;
             }
+            to_consumer.send(batch).unwrap();
+            acks.recv().unwrap();
         }
+        drop(to_consumer);
+        last
     });
-    producer.join().unwrap();
-    consumer.join().unwrap();
+    let last = producer.join().unwrap();
+    let kept = consumer.join().unwrap();
     let after = stats().small;
     assert!(
         after.pages_adopted > before.pages_adopted,
         "detached pages adopted: {before:?} -> {after:?}"
     );
+    for b in kept.into_iter().chain(last) {
+        free_checked(b);
+    }
 }
 
 #[test]
@@ -140,10 +162,10 @@ fn blocks_outlive_their_thread_and_its_pages_are_settled() {
 fn bulk_frees_give_pages_back() {
     let before = stats().small;
     let n = 200_000u64;
+    // (Only the count of pages given back can be compared: tests running at the same time
+    // take and return pages too.)
     let v: Vec<Sent> = (0..n).map(|k| alloc_checked(64, k)).collect();
-    let full = stats().small;
     let bytes = (n as usize * 64) as u64;
-    assert!(full.bytes_in_pages >= before.bytes_in_pages + bytes * 9 / 10);
     for b in v {
         free_checked(b);
     }
