@@ -1,4 +1,6 @@
-//! The router: decides, per call, whether the resize arena or the next allocator serves it.
+//! The router: decides, per call, whether the resize arena or the next allocator serves it (in
+//! process mode, the small blocks the predictor routes away from the arena go to the
+//! small-block heap of slab.rs instead of the next allocator).
 //! Both front ends (`ResizeAlloc` in Rust, `libresizealloc.so` for C) sit on these functions,
 //! and each brings its own "next allocator".
 //!

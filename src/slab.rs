@@ -11,10 +11,11 @@
 //!   `RLIMIT_AS`) split into 64 KiB [`Page`]s, each aligned to its size, so a block's page is a
 //!   mask. A page serves one size class (16 B to [`MAX_SMALL`], four classes per doubling) and
 //!   belongs to one thread's [`Heap`]; its header holds the free list.
-//! * **Fast paths.** `alloc` pops the class's current page's free list; the owner's `free`
-//!   pushes onto it. No atomics, no locks.
-//! * **Other threads' frees** push onto the page's atomic `thread_free` list, which the owner
-//!   takes over in one swap when it runs short.
+//! * **Fast paths.** The owner's `free` pushes onto a small per-class cache of blocks freed last
+//!   (see `BlockCache`), then onto the page's free list; `alloc` pops the cache, then the class's
+//!   current page's free list. No atomics, no locks.
+//! * **Other threads' frees** push onto the page's atomic `thread_free` list (its length in the
+//!   top bits), which the owner takes over in one swap, without walking it, when it runs short.
 //! * **Full pages** (no free block left) leave their heap's lists, still owned: their `heap`
 //!   field carries the tag [`FULL`]. The owner's next free to one takes it back (one
 //!   compare-and-swap on `heap`); another thread's free *detaches* it instead (the same swap,
