@@ -185,15 +185,22 @@ fn next_mallinfo2() -> Mallinfo2 {
 /// `hblkhd`, the way glibc counts a chunk it served with `mmap`: memory taken from the system
 /// and, as far as `mallinfo` can tell, in use (so `uordblks + hblkhd`, the usual "bytes in use",
 /// includes them); `arena`, `uordblks` and `fordblks` stay the next allocator's own heap.
+/// Process mode's small-block heap counts the same way: one region while it holds pages, and
+/// its pages' bytes (an upper bound: a page is touched only where blocks were carved).
 #[no_mangle]
 pub extern "C" fn mallinfo2() -> Mallinfo2 {
     let mut m = next_mallinfo2();
     let s = resizealloc::stats();
     let p = s.process;
+    let small_regions = usize::from(s.small.pages_in_use > 0);
     m.hblks = m
         .hblks
-        .wrapping_add((p.arenas_live + p.arenas_orphaned) as usize);
-    m.hblkhd = m.hblkhd.wrapping_add(s.memory.process_resident as usize);
+        .wrapping_add((p.arenas_live + p.arenas_orphaned) as usize)
+        .wrapping_add(small_regions);
+    m.hblkhd = m
+        .hblkhd
+        .wrapping_add(s.memory.process_resident as usize)
+        .wrapping_add(s.small.bytes_in_pages as usize);
     m
 }
 

@@ -82,7 +82,10 @@ static void single_thread(void) {
             }
         }
     }
-    CHECK(small_stats().pages_in_use > 0, "the small-block heap served the blocks");
+    struct resize_small_stats ss = small_stats();
+    CHECK(ss.pages_in_use > 0, "the small-block heap served the blocks");
+    struct mallinfo2 mi = mallinfo2();
+    CHECK(mi.hblkhd >= ss.bytes_in_pages && mi.hblks >= 1, "mallinfo2 counts the small-block heap's pages");
     for (int i = 0; i < N1; i++) {
         if (b1[i]) {
             CHECK(intact(b1[i], n1[i], (uint64_t)i), "pattern at the end");
