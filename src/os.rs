@@ -32,6 +32,25 @@ pub fn reserve(len: usize) -> Option<usize> {
     }
 }
 
+/// Reserves `len` bytes of address space starting at a multiple of `align` (a power of two),
+/// with no access and no commit charge: maps `len + align` and gives back the unaligned head
+/// and tail. Returns `None` if the kernel refuses.
+pub fn reserve_aligned(len: usize, align: usize) -> Option<usize> {
+    let raw = reserve(len.checked_add(align)?)?;
+    let base = (raw + align - 1) & !(align - 1);
+    // SAFETY: both pieces are parts of the mapping just made and hold nothing.
+    unsafe {
+        if base > raw {
+            release(raw, base - raw);
+        }
+        let tail = raw + len + align - (base + len);
+        if tail > 0 {
+            release(base + len, tail);
+        }
+    }
+    Some(base)
+}
+
 /// Unmaps `[addr, addr + len)`.
 ///
 /// # Safety

@@ -147,19 +147,7 @@ fn init_locked(table: &mut SlotTable, slot_size: usize, reserve_bytes: usize) ->
     let mut slots = (reserve_bytes / slot_size).clamp(1, MAX_SLOTS);
     while slots >= 1 {
         let len = slots * slot_size;
-        if let Some(raw) = os::reserve(len + slot_size) {
-            let base = (raw + slot_size - 1) & !(slot_size - 1);
-            // Give back the unaligned head and tail of the mapping.
-            // SAFETY: both pieces are parts of the mapping just made and hold nothing.
-            unsafe {
-                if base > raw {
-                    os::release(raw, base - raw);
-                }
-                let tail = raw + len + slot_size - (base + len);
-                if tail > 0 {
-                    os::release(base + len, tail);
-                }
-            }
+        if let Some(base) = os::reserve_aligned(len, slot_size) {
             table.slots = slots;
             SLOT_SHIFT.store(slot_size.trailing_zeros() as usize, Ordering::Relaxed);
             BASE.store(base, Ordering::Relaxed);

@@ -373,24 +373,12 @@ fn init_locked(pool: &mut Pool) -> bool {
         len = len.min(budget / 2) & !(PAGE_SIZE - 1);
     }
     while len >= 16 * PAGE_SIZE {
-        if let Some(raw) = os::reserve(len + PAGE_SIZE) {
-            if raw + len + PAGE_SIZE > TF_LIST {
+        if let Some(base) = os::reserve_aligned(len, PAGE_SIZE) {
+            if base + len > TF_LIST {
                 // Above 2^48 (5-level paging): `thread_free` could not hold its length.
                 // SAFETY: the mapping just made, holding nothing.
-                unsafe { os::release(raw, len + PAGE_SIZE) };
+                unsafe { os::release(base, len) };
                 break;
-            }
-            let base = (raw + PAGE_SIZE - 1) & !(PAGE_SIZE - 1);
-            // SAFETY: the pieces before and after the aligned range are parts of the mapping
-            // just made and hold nothing.
-            unsafe {
-                if base > raw {
-                    os::release(raw, base - raw);
-                }
-                let tail = raw + len + PAGE_SIZE - (base + len);
-                if tail > 0 {
-                    os::release(base + len, tail);
-                }
             }
             crate::region::watch_slab_frees();
             BASE.store(base, Ordering::Relaxed);
