@@ -546,12 +546,8 @@ unsafe fn alloc_slow(heap: *mut Heap, class: usize) -> *mut u8 {
                 }
             }
             if !(*pg).free.get().is_null() {
-                if q.first.get() != pg {
-                    q.remove(pg);
-                    q.push_front(pg);
-                }
-                h.current[class].set(pg);
-                return alloc_from_page(heap, class);
+                q.remove(pg);
+                return serve_from(heap, class, pg);
             }
             // Full: off the queue, still ours (see `FULL`).
             q.remove(pg);
@@ -572,17 +568,27 @@ unsafe fn alloc_slow(heap: *mut Heap, class: usize) -> *mut u8 {
                 (*pg).heap.store(heap as usize | FULL, Ordering::Release);
                 continue;
             }
-            q.push_front(pg);
-            h.current[class].set(pg);
-            return alloc_from_page(heap, class);
+            return serve_from(heap, class, pg);
         }
         let pg = new_page(h, class);
         if pg.is_null() {
             return ptr::null_mut();
         }
         extend(pg);
-        q.push_front(pg);
-        h.current[class].set(pg);
+        serve_from(heap, class, pg)
+    }
+}
+
+/// Makes `pg` (ours, on no list, with a free block) the class's current page and allocates
+/// from it.
+///
+/// # Safety
+/// As [`alloc`]; the calling thread owns `pg`, whose free list is not empty.
+unsafe fn serve_from(heap: *mut Heap, class: usize, pg: *mut Page) -> *mut u8 {
+    // SAFETY: caller's obligations.
+    unsafe {
+        (*heap).queues[class].push_front(pg);
+        (*heap).current[class].set(pg);
         alloc_from_page(heap, class)
     }
 }
@@ -844,18 +850,14 @@ unsafe fn free_other(heap: *mut Heap, pg: *mut Page, b: *mut Block) {
                     .compare_exchange(owner, heap as usize, Ordering::AcqRel, Ordering::Acquire)
                     .is_ok()
                 {
+                    // Back on its queue, then freed into as any page of ours.
                     let h = &*heap;
-                    (*b).next = (*pg).free.get();
-                    (*pg).free.set(b);
-                    (*pg).used.set(checked_release((*pg).used.get()));
                     let c = (*pg).class.get() as usize;
                     h.queues[c].push_back(pg);
                     if h.current[c].get() == empty_page() {
                         h.current[c].set(pg);
                     }
-                    if (*pg).used.get() == 0 {
-                        free_local_slow(h, pg);
-                    }
+                    free_to_own_page(h, pg, b);
                     return;
                 }
             } else if detach(pg, owner, b) {
