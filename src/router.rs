@@ -227,14 +227,17 @@ pub fn alloc_small(size: usize) -> *mut u8 {
     unsafe { slab::alloc(h, slab::class_of(size)) }
 }
 
-/// True when blocks the predictor routes away from the arena go to the small-block heap: in
-/// process mode, where every allocation outside the arena would otherwise go to the next
-/// allocator. With markers, what lies outside regions is the next allocator's, and the escapes
-/// of regions stay with it too: one heap for the long-lived data, not two that cannot reuse each
-/// other's holes.
+/// Where a request the predictor routed away from the arena goes: in process mode, a small one
+/// to the small-block heap ([`alloc_small`]); null means the next allocator. Process mode only:
+/// there every allocation outside the arena would otherwise go to the next allocator, while with
+/// markers what lies outside regions is the next allocator's, and the escapes of regions stay
+/// with it too (one heap for the long-lived data, not two that cannot reuse each other's holes).
 #[inline(always)]
-pub fn small_heap_takes_routed_away() -> bool {
-    MODE.load(Ordering::Relaxed) & MODE_PROCESS != 0
+pub fn alloc_routed_away(size: usize) -> *mut u8 {
+    if MODE.load(Ordering::Relaxed) & MODE_PROCESS == 0 {
+        return ptr::null_mut();
+    }
+    alloc_small(size)
 }
 
 /// True when `p` is a small-block heap block (one range check).

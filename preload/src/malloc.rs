@@ -111,11 +111,9 @@ fn malloc_predicted(size: usize, site: usize) -> *mut c_void {
 /// small requests, the next allocator for the rest (or when the heap has no memory).
 #[inline(always)]
 fn malloc_routed_away(size: usize) -> *mut c_void {
-    if router::small_heap_takes_routed_away() {
-        let p = router::alloc_small(size.max(1));
-        if !p.is_null() {
-            return p as *mut c_void;
-        }
+    let p = router::alloc_routed_away(size.max(1));
+    if !p.is_null() {
+        return p as *mut c_void;
     }
     real::malloc(size)
 }
@@ -220,11 +218,7 @@ fn calloc_predicted(n: usize, size: usize, total: usize, site: usize) -> *mut c_
     if !p.is_null() {
         return p as *mut c_void;
     }
-    let p = if router::small_heap_takes_routed_away() {
-        router::alloc_small(total.max(1))
-    } else {
-        ptr::null_mut()
-    };
+    let p = router::alloc_routed_away(total.max(1));
     if !p.is_null() {
         // SAFETY: a fresh block of at least `total` bytes.
         unsafe { ptr::write_bytes(p, 0, total) };
