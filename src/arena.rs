@@ -142,6 +142,12 @@ fn cross_entry(hdr: usize) -> u32 {
     (hdr >> 4) as u32
 }
 
+/// An exiting thread's arena that is handed on keeps this much of the start of its memory
+/// resident, for the next thread that takes it ([`Arena::reuse`], [`Arena::adopt`]): a program
+/// that starts short-lived threads one after another then reuses warm pages, as glibc's arenas
+/// are reused. `reservation` bounds how many arenas without an owner keep it.
+pub const WARM_BYTES: usize = 512 << 10;
+
 /// Granules owner frees empty between two looks at the bound, at least.
 const EMPTIED_MIN: usize = 64;
 
@@ -560,9 +566,7 @@ impl Arena {
             "slot of {slot_size} bytes too small"
         );
         let data_start = slot_base + meta;
-        let slot_end = slot_base + slot_size;
-        let data_room = slot_end - data_start;
-        let capacity = align_up(cfg.initial_capacity.max(GRANULE), GRANULE).min(data_room);
+        let capacity = Self::initial_capacity(&cfg, data_start, slot_base + slot_size);
         // SAFETY: obligation 1 says the slot is ours; both ranges are granule (so page) aligned.
         if !unsafe { os::commit(slot_base, meta) } {
             return None;
@@ -573,6 +577,91 @@ impl Arena {
             capacity
         } else {
             0
+        };
+        // SAFETY: obligations 1-3; the metadata is committed and, in a slot never used or
+        // decommitted since, reads as zero; so does the data.
+        Some(unsafe { Self::build(slot_base, slot_size, cfg, data_start + committed, 0) })
+    }
+
+    /// Builds a new arena in the slot of `old`, for a new owner thread, keeping the memory `old`
+    /// still has committed and resident: a thread that replaces one that just exited starts on
+    /// warm pages instead of faulting fresh ones and making the system calls again.
+    ///
+    /// `old`'s granule tables are cleared (nothing is live, so every count is settled); its
+    /// `touched` table is kept, as it still says which granules hold pages: the new run treats
+    /// those as holding old contents (never as zero), as a lap does.
+    ///
+    /// # Safety
+    /// 1. `old` came from [`Arena::create`] or [`Arena::reuse`], its owner has exited, none of
+    ///    its blocks is live, and no other thread reads or writes it any more (the caller won
+    ///    the release claim of [`Arena::orphan`] or [`Arena::free_remote`], and holds the slot).
+    /// 2. The new arena is used by one owner thread at a time, as documented on [`Arena`].
+    pub unsafe fn reuse(old: &'static Arena, cfg: ArenaConfig) -> &'static Arena {
+        let (slot_base, slot_end, data_start) = (old.slot_base, old.slot_end, old.data_start);
+        let slot_size = slot_end - slot_base;
+        let mut committed_end = old.committed_end.get();
+        // Every count lies below the highest run end and the committed memory.
+        let counted =
+            (align_up(old.used_end.get().max(committed_end), GRANULE) - slot_base) >> GRANULE_SHIFT;
+        let granules = slot_size >> GRANULE_SHIFT;
+        // SAFETY: obligation 1: nothing else uses the slot's tables; `counted <= granules`, and
+        // each table has `granules` entries in committed metadata (see `metadata_bytes`).
+        unsafe {
+            ptr::write_bytes(old.local, 0, counted);
+            ptr::write_bytes(old.local.add(granules), 0, counted);
+            ptr::write_bytes(old.cross, 0, counted);
+        }
+        let mut resident = 0;
+        for g in old.granule(data_start)..old.granule(committed_end) {
+            // SAFETY: a granule of the slot; the table is ours (obligation 1).
+            resident += unsafe { *old.touched.add(g) } as u64;
+        }
+        let capacity = Self::initial_capacity(&cfg, data_start, slot_end);
+        if committed_end < data_start + capacity
+            // SAFETY: `[committed_end, data_start + capacity)` lies in our slot, granule aligned.
+            && unsafe { os::commit(committed_end, data_start + capacity - committed_end) }
+        {
+            committed_end = data_start + capacity;
+        }
+        // SAFETY: obligations 1 and 2; the tables were cleared above but for `touched`, which
+        // matches `resident`; memory of granules not touched reads as zero (given back or never
+        // entered).
+        let arena = unsafe { Self::build(slot_base, slot_size, cfg, committed_end, resident) };
+        arena.debug_check();
+        arena
+    }
+
+    /// The capacity an arena starts with: what the configuration asks for, in whole granules,
+    /// at most what the slot holds.
+    fn initial_capacity(cfg: &ArenaConfig, data_start: usize, slot_end: usize) -> usize {
+        align_up(cfg.initial_capacity.max(GRANULE), GRANULE).min(slot_end - data_start)
+    }
+
+    /// Writes a new arena at the start of its slot, with `[data_start, committed_end)` committed
+    /// and `resident` granules of it counted resident.
+    ///
+    /// # Safety
+    /// 1. As [`Arena::create`]'s obligations 1 to 3, but the slot's metadata is committed.
+    /// 2. The `local`, `remote` and `cross` tables read as zero; `touched` has exactly
+    ///    `resident` granules set, all below `committed_end`; the memory of every other granule
+    ///    reads as zero.
+    unsafe fn build(
+        slot_base: usize,
+        slot_size: usize,
+        cfg: ArenaConfig,
+        committed_end: usize,
+        resident: u64,
+    ) -> &'static Arena {
+        let meta = Self::metadata_bytes(slot_size);
+        let data_start = slot_base + meta;
+        let slot_end = slot_base + slot_size;
+        let data_room = slot_end - data_start;
+        let capacity = Self::initial_capacity(&cfg, data_start, slot_end);
+        // Process mode's capacity follows what is committed; a region's starts at the plan.
+        let cap_end = if cfg.recycle {
+            committed_end
+        } else {
+            committed_end.min(data_start + capacity)
         };
         let granules = slot_size >> GRANULE_SHIFT;
         let local = (slot_base + align_up(size_of::<Arena>(), 64)) as *mut u64;
@@ -607,8 +696,8 @@ impl Arena {
             user_max_alloc,
             run_end: Cell::new(data_start),
             run_id: Cell::new(0),
-            cap_end: Cell::new(data_start + committed),
-            committed_end: Cell::new(data_start + committed),
+            cap_end: Cell::new(cap_end),
+            committed_end: Cell::new(committed_end),
             used_end: Cell::new(data_start),
             slot_end,
             origin: Cell::new(data_start),
@@ -668,13 +757,14 @@ impl Arena {
             orphaned: AtomicBool::new(false),
             slot_index: AtomicUsize::new(0),
         };
-        arena.capacity_bytes.set(committed as u64);
-        arena.set_committed_end(data_start + committed);
+        arena.capacity_bytes.set((cap_end - data_start) as u64);
+        arena.set_committed_end(committed_end);
+        arena.resident_granules.set(resident);
         let at = slot_base as *mut Arena;
         // SAFETY: the slot start is committed, 64-byte aligned (slot aligned) and unused (obligation 1).
         unsafe { at.write(arena) };
         // SAFETY: just written; lives as long as the slot, which outlives every user by obligation 1.
-        Some(unsafe { &*at })
+        unsafe { &*at }
     }
 
     /// The arena that owns `p`, given that `p` lies in some slot of size `slot_size`.
@@ -2637,12 +2727,40 @@ impl Arena {
 
     // ---------------------------------------------------------------- thread exit
 
-    /// The owner thread is exiting. Returns `true` when nothing is live: the caller must then
-    /// release the slot. Otherwise the last remote free does (see [`Arena::free_remote`]).
+    /// The owner thread is exiting: gives back every free granule and hands the arena over.
+    /// Returns `true` when nothing is live: the caller must then release the slot. Otherwise the
+    /// last remote free does (see [`Arena::free_remote`]), unless a new thread adopts the arena
+    /// first ([`Arena::adopt`]). [`Arena::prepare_orphan`] then [`Arena::complete_orphan`], for
+    /// a caller that keeps no warm memory.
     pub fn orphan(&self) -> bool {
+        self.prepare_orphan(false);
+        self.complete_orphan()
+    }
+
+    /// True when no block of the arena is live. Owner thread only. Once true on an exiting
+    /// owner's thread it stays true: only other threads' frees can still reach the arena, and
+    /// a free never makes a block live.
+    pub fn nothing_live(&self) -> bool {
         self.flush_uncounted();
-        // Keep only the granules surviving blocks touch.
-        self.give_back(self.data_start, 0, 0);
+        self.live_local_bytes.get() == self.remote_balance.load(Ordering::Acquire)
+    }
+
+    /// First half of the exiting owner's hand-over: gives back every free granule, but those of
+    /// the first [`WARM_BYTES`] when `keep_warm` (for the next thread that takes the arena, see
+    /// `reservation`). Owner thread only.
+    pub fn prepare_orphan(&self, keep_warm: bool) {
+        self.flush_uncounted();
+        let warm_end = if keep_warm {
+            self.data_start + WARM_BYTES
+        } else {
+            0
+        };
+        self.give_back(self.data_start, self.data_start, warm_end);
+    }
+
+    /// Second half: the owner's last access to the arena. Returns `true` when nothing is live:
+    /// the caller must then release the slot.
+    pub fn complete_orphan(&self) -> bool {
         self.orphaned.store(true, Ordering::Release);
         // Last access to the arena by its owner, as in `free_remote`.
         let delta = ORPHANED.wrapping_sub(self.live_local_bytes.get());
@@ -2650,6 +2768,67 @@ impl Arena {
             .fetch_add(delta, Ordering::AcqRel)
             .wrapping_add(delta)
             == ORPHANED
+    }
+
+    /// The calling thread becomes the owner of this orphaned process-mode arena, its live blocks
+    /// included: they stay where they are, and their frees by the new owner are owner frees.
+    /// Returns `false` when the arena cannot be had: its last block is being freed (that thread
+    /// releases it), or it or `cfg` is not process mode's, or they differ.
+    ///
+    /// Only process mode: its arena has no regions and reuses memory by laps, so blocks left by
+    /// the old owner are pinned granules a lap goes round, as its own long-lived blocks are. A
+    /// region's arena promises that the next run of the same work fits its capacity; pins
+    /// inherited inside that capacity would make every region of the new owner overflow.
+    ///
+    /// Only the run is set up again: the exit gave its memory back, and a new, empty run
+    /// starts where a lap would.
+    ///
+    /// # Safety
+    /// 1. The owner has exited and [`Arena::complete_orphan`] returned `false`.
+    /// 2. The caller holds the slot table lock, so that no other thread adopts, releases or
+    ///    trims the arena meanwhile; from a `true` return on, the calling thread is the owner.
+    pub unsafe fn adopt(&self, cfg: &ArenaConfig) -> bool {
+        if !self.recycle
+            || !cfg.recycle
+            || cfg.min_alloc.max(1) != self.user_min_alloc
+            || cfg.max_alloc.max(self.user_min_alloc) != self.user_max_alloc
+        {
+            return false;
+        }
+        // Take back the exiting owner's add (see `remote_balance`), unless the last free has
+        // completed it: the balance is then the bytes other threads freed, as while an owner
+        // lives. Acquire: the old owner's writes (before its AcqRel add) are visible to us.
+        let delta = ORPHANED.wrapping_sub(self.live_local_bytes.get());
+        let mut balance = self.remote_balance.load(Ordering::Acquire);
+        loop {
+            if balance == ORPHANED {
+                return false;
+            }
+            match self.remote_balance.compare_exchange_weak(
+                balance,
+                balance.wrapping_sub(delta),
+                Ordering::AcqRel,
+                Ordering::Acquire,
+            ) {
+                Ok(_) => break,
+                Err(now) => balance = now,
+            }
+        }
+        self.orphaned.store(false, Ordering::Release);
+        self.dry.set(false);
+        self.wrap();
+        self.debug_check();
+        true
+    }
+
+    /// Gives back the free granules an orphaned arena kept warm.
+    ///
+    /// # Safety
+    /// The arena is orphaned, not released, and the caller holds the slot table lock: nobody
+    /// owns the arena, and nobody else adopts, releases or trims it meanwhile (other threads'
+    /// frees touch only what they always touch).
+    pub unsafe fn give_back_orphaned(&self) {
+        self.give_back(self.data_start, 0, 0);
     }
 
     /// Whether the owner thread has exited.

@@ -12,7 +12,8 @@ pub mod arena;
 pub mod device;
 mod footprint;
 mod global;
-mod lifetime;
+#[doc(hidden)]
+pub mod lifetime;
 #[doc(hidden)]
 pub mod options;
 #[doc(hidden)]

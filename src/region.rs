@@ -470,7 +470,7 @@ mod exit_hook {
     //! Thread exit through a pthread key destructor (see the module docs above).
     use core::sync::atomic::{AtomicU32, Ordering};
 
-    use super::{state, DEAD};
+    use super::{state, DEAD, JOINED};
     use crate::arena::Arena;
     use crate::reservation;
 
@@ -512,6 +512,8 @@ mod exit_hook {
 
     extern "C" fn on_exit(value: *mut libc::c_void) {
         let ts = state();
+        // A process-mode arena may be adopted by a new thread (see `Arena::adopt`).
+        let adoptable = ts.flags.get() & JOINED != 0;
         // Null the slot first: glibc may still call free() after this (freeres), and those
         // frees must take the remote path.
         ts.active.set(core::ptr::null());
@@ -529,10 +531,8 @@ mod exit_hook {
         }
         // SAFETY: the value is the arena armed by this thread; it lives until released.
         let arena = unsafe { &*(value as *const Arena) };
-        if arena.orphan() {
-            // SAFETY: we won the release claim: the owner (us) is gone and nothing is live.
-            unsafe { reservation::release_arena(arena) };
-        }
+        // SAFETY: our own arena; the thread state no longer names it.
+        unsafe { reservation::retire_arena(arena, adoptable) };
     }
 }
 
@@ -679,6 +679,7 @@ pub fn outside_regions<R>(f: impl FnOnce() -> R) -> R {
 
 /// Gives memory the calling thread's arena does not need back to the kernel.
 pub fn trim() {
+    reservation::trim_unowned();
     let a = state().arena.get();
     if !a.is_null() {
         // SAFETY: our own arena.

@@ -33,7 +33,7 @@
 
 use core::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 
-use crate::arena::{Arena, ArenaConfig, ArenaStats};
+use crate::arena::{self, Arena, ArenaConfig, ArenaStats};
 use crate::os;
 
 /// Slots beyond this many are never used (bitmap size).
@@ -46,9 +46,50 @@ static LEN: AtomicUsize = AtomicUsize::new(0);
 /// log2 of the slot size.
 static SLOT_SHIFT: AtomicUsize = AtomicUsize::new(0);
 
+/// Arenas without an owner that keep warm memory, at most: released arenas parked for the next
+/// threads, and as many orphaned arenas adoptable with their warm start (see [`retire_arena`]).
+const WARM_MAX: usize = 4;
+const _: () = assert!(MAX_SLOTS <= u16::MAX as usize, "parked slots are u16");
+
+/// A released arena is parked only while it holds at most this much resident data: the warm
+/// start an exiting thread keeps ([`arena::WARM_BYTES`]). One released by the last free of
+/// another thread may hold more (the granules its survivors pinned); it goes back at once.
+const PARKED_RESIDENT_MAX: u64 = arena::WARM_BYTES as u64;
+
+/// One bit per slot.
+type SlotBits = [u64; MAX_SLOTS / 64];
+
+fn bit(bits: &SlotBits, i: usize) -> bool {
+    bits[i / 64] & (1 << (i % 64)) != 0
+}
+
+fn set_bit(bits: &mut SlotBits, i: usize, on: bool) {
+    if on {
+        bits[i / 64] |= 1 << (i % 64);
+    } else {
+        bits[i / 64] &= !(1 << (i % 64));
+    }
+}
+
+/// Slot table. Arenas whose owner exited are handed on instead of being built anew: a program
+/// that starts short-lived threads one after another then has them reuse the warm pages, the
+/// metadata and the slots of those that exited (as glibc's arenas are reused), instead of
+/// faulting fresh pages and making a new arena's system calls each time (2.2 fresh page
+/// faults per KiB of a short thread's temporaries; see BENCHMARKS.md).
 struct SlotTable {
-    /// Bit `i` set: slot `i` holds an arena (live or orphaned).
-    used: [u64; MAX_SLOTS / 64],
+    /// Bit `i` set: slot `i` holds an arena (owned, orphaned or parked).
+    used: SlotBits,
+    /// Orphaned process-mode arenas, with live blocks: the next thread that wants an arena
+    /// adopts one ([`Arena::adopt`]).
+    adoptable: SlotBits,
+    /// Adoptable arenas that kept their warm start ([`arena::WARM_BYTES`] resident). `n_warm`
+    /// counts them and the places exiting threads took to join them (see `retire_arena`).
+    warm: SlotBits,
+    n_warm: usize,
+    /// Released arenas (nothing live) kept with their warm start, `parked[..n_parked]`. Their
+    /// figures are already in `retired`.
+    parked: [u16; WARM_MAX],
+    n_parked: usize,
     slots: usize,
     /// Figures of arenas already released, so process totals never go backwards.
     retired: ArenaStats,
@@ -57,6 +98,11 @@ struct SlotTable {
 
 static TABLE: spin::Mutex<SlotTable> = spin::Mutex::new(SlotTable {
     used: [0; MAX_SLOTS / 64],
+    adoptable: [0; MAX_SLOTS / 64],
+    warm: [0; MAX_SLOTS / 64],
+    n_warm: 0,
+    parked: [0; WARM_MAX],
+    n_parked: 0,
     slots: 0,
     retired: ArenaStats::ZERO,
     init_failed: false,
@@ -176,6 +222,24 @@ pub(crate) fn acquire_arena(
     }
     let slot_size = 1usize << SLOT_SHIFT.load(Ordering::Relaxed);
     let base = BASE.load(Ordering::Relaxed);
+    // Arenas without an owner first: orphans with warm memory (their slots and pinned
+    // granules get used again), then released ones (warm), then the other orphans.
+    if let Some(arena) = adopt_locked(&mut table, &cfg, true) {
+        return Some(arena);
+    }
+    if table.n_parked > 0 {
+        table.n_parked -= 1;
+        let i = table.parked[table.n_parked] as usize;
+        // SAFETY: a parked slot holds a released arena (see `release_locked`): its owner
+        // exited, nothing in it is live and no thread uses it; the slot stays ours (its bit is
+        // set).
+        let arena = unsafe { Arena::reuse(&*((base + i * slot_size) as *const Arena), cfg) };
+        arena.slot_index.store(i, Ordering::Relaxed);
+        return Some(arena);
+    }
+    if let Some(arena) = adopt_locked(&mut table, &cfg, false) {
+        return Some(arena);
+    }
     for i in 0..table.slots {
         if table.used[i / 64] & (1 << (i % 64)) == 0 {
             // SAFETY: slot `i` is unused, aligned to `slot_size` and inside the reservation.
@@ -189,15 +253,145 @@ pub(crate) fn acquire_arena(
     None
 }
 
+/// The calling thread is exiting and owns `arena`: hands it over. An arena with nothing live
+/// is released at once (and parked with its warm start while there is room); one with live
+/// blocks waits for its last free by another thread, and if it is `adoptable` (process mode,
+/// see [`Arena::adopt`]) it is offered for adoption meanwhile, keeping its warm start while
+/// fewer than [`WARM_MAX`] orphans do.
+///
+/// # Safety
+/// `arena` came from [`acquire_arena`] and the calling thread owns it; it never uses it again.
+pub(crate) unsafe fn retire_arena(arena: &'static Arena, adoptable: bool) {
+    let i = arena.slot_index.load(Ordering::Relaxed);
+    let empty = arena.nothing_live();
+    // An orphan that keeps warm memory takes one of the `n_warm` places now; it is marked
+    // `warm` (which `trim_unowned` looks at) only once orphaned, below.
+    let (keep_warm, warm_place) = {
+        let mut table = TABLE.lock();
+        if empty {
+            (table.n_parked < WARM_MAX, false)
+        } else if adoptable && table.n_warm < WARM_MAX {
+            table.n_warm += 1;
+            (true, true)
+        } else {
+            (false, false)
+        }
+    };
+    // The system calls of the give-back run without the lock.
+    arena.prepare_orphan(keep_warm);
+    let mut table = TABLE.lock();
+    // Under the lock: a free that releases the arena from now on waits for it, and then finds
+    // the bits set below.
+    if arena.complete_orphan() {
+        if warm_place {
+            table.n_warm -= 1;
+        }
+        // SAFETY: we won the release claim: the owner (us) is gone and nothing is live.
+        unsafe { release_locked(&mut table, arena) };
+    } else if adoptable {
+        set_bit(&mut table.adoptable, i, true);
+        set_bit(&mut table.warm, i, warm_place);
+    }
+}
+
+/// Adopts an orphaned arena offered for adoption (only one that kept warm memory, with
+/// `warm_only`): the calling thread becomes its owner.
+fn adopt_locked(
+    table: &mut SlotTable,
+    cfg: &ArenaConfig,
+    warm_only: bool,
+) -> Option<&'static Arena> {
+    let base = BASE.load(Ordering::Relaxed);
+    let size = slot_size();
+    for w in 0..table.slots.div_ceil(64) {
+        let mut candidates = table.adoptable[w] & if warm_only { table.warm[w] } else { !0 };
+        while candidates != 0 {
+            let i = w * 64 + candidates.trailing_zeros() as usize;
+            candidates &= candidates - 1;
+            // Adopted or not, it is no longer offered: it is ours now, being released by its
+            // last free, or configured for another mode.
+            set_bit(&mut table.adoptable, i, false);
+            if bit(&table.warm, i) {
+                set_bit(&mut table.warm, i, false);
+                table.n_warm -= 1;
+            }
+            // SAFETY: an adoptable slot holds an orphaned arena (see `retire_arena`), not
+            // released (release clears the bit under the lock we hold).
+            let arena = unsafe { &*((base + i * size) as *const Arena) };
+            // SAFETY: as just said; we hold the table lock.
+            if unsafe { arena.adopt(cfg) } {
+                return Some(arena);
+            }
+        }
+    }
+    None
+}
+
 /// Releases the slot of an arena with no live blocks and an owner that has exited.
 ///
 /// # Safety
 /// `arena` came from [`acquire_arena`], its owner has exited and no block of it is live
-/// (the caller won [`Arena::orphan`] or [`Arena::free_remote`]'s release claim).
+/// (the caller won [`Arena::free_remote`]'s release claim).
 pub(crate) unsafe fn release_arena(arena: &'static Arena) {
     let mut table = TABLE.lock();
+    // SAFETY: obligation, passed on.
+    unsafe { release_locked(&mut table, arena) };
+}
+
+/// [`release_arena`] with the table locked: parks the arena for the next thread that wants one
+/// while there is room and it holds little memory, otherwise gives its memory back and frees
+/// the slot.
+///
+/// # Safety
+/// As [`release_arena`].
+unsafe fn release_locked(table: &mut SlotTable, arena: &'static Arena) {
     let i = arena.slot_index.load(Ordering::Relaxed);
-    add_stats(&mut table.retired, &arena.stats());
+    set_bit(&mut table.adoptable, i, false);
+    if bit(&table.warm, i) {
+        set_bit(&mut table.warm, i, false);
+        table.n_warm -= 1;
+    }
+    let stats = arena.stats();
+    add_stats(&mut table.retired, &stats);
+    if table.n_parked < WARM_MAX && stats.resident_bytes <= PARKED_RESIDENT_MAX {
+        let n = table.n_parked;
+        table.parked[n] = i as u16;
+        table.n_parked = n + 1;
+        return;
+    }
+    // SAFETY: obligation, passed on.
+    unsafe { free_slot_locked(table, arena) };
+}
+
+/// Gives back the warm memory of arenas without an owner: frees every parked arena's slot and
+/// discards the warm start of adoptable ones (`malloc_trim`, `resizealloc::trim`).
+pub fn trim_unowned() {
+    let mut table = TABLE.lock();
+    let base = BASE.load(Ordering::Relaxed);
+    let size = slot_size();
+    while table.n_parked > 0 {
+        table.n_parked -= 1;
+        let i = table.parked[table.n_parked] as usize;
+        // SAFETY: a parked slot holds a released arena nobody uses (see `release_locked`).
+        unsafe { free_slot_locked(&mut table, &*((base + i * size) as *const Arena)) };
+    }
+    for i in 0..table.slots {
+        if bit(&table.warm, i) {
+            set_bit(&mut table.warm, i, false);
+            table.n_warm -= 1;
+            // SAFETY: a warm slot holds an orphaned arena not released (release clears the
+            // bit under the lock we hold), and nobody adopts it while we hold the lock.
+            unsafe { (*((base + i * size) as *const Arena)).give_back_orphaned() };
+        }
+    }
+}
+
+/// Gives the memory of a released arena back and marks its slot unused.
+///
+/// # Safety
+/// As [`release_arena`]; `table` is the locked slot table.
+unsafe fn free_slot_locked(table: &mut SlotTable, arena: &'static Arena) {
+    let i = arena.slot_index.load(Ordering::Relaxed);
     let base = arena.slot_base();
     let size = 1usize << SLOT_SHIFT.load(Ordering::Relaxed);
     let committed_end = arena.committed_end();
@@ -231,7 +425,8 @@ fn add_stats(sum: &mut ArenaStats, s: &ArenaStats) {
     sum.bytes_routed_away += s.bytes_routed_away;
 }
 
-/// Sums of every arena, live or orphaned, plus the released ones' counters.
+/// Sums of every arena, live or orphaned, plus the released ones' counters (a parked arena
+/// adds only the memory it keeps: resident and committed bytes).
 /// Returns `(live sums, retired sums, live arenas, orphaned arenas)`.
 pub fn totals() -> (ArenaStats, ArenaStats, u64, u64) {
     let table = TABLE.lock();
@@ -243,7 +438,14 @@ pub fn totals() -> (ArenaStats, ArenaStats, u64, u64) {
         if table.used[i / 64] & (1 << (i % 64)) != 0 {
             // SAFETY: a used slot holds an arena, and release needs the lock we hold.
             let arena = unsafe { &*((base + i * size) as *const Arena) };
-            add_stats(&mut live, &arena.stats());
+            let stats = arena.stats();
+            if table.parked[..table.n_parked].contains(&(i as u16)) {
+                // Its figures are retired; only the memory it keeps is still the process's.
+                live.resident_bytes += stats.resident_bytes;
+                live.arena_committed += stats.arena_committed;
+                continue;
+            }
+            add_stats(&mut live, &stats);
             if arena.is_orphaned() {
                 n_orphaned += 1;
             } else {

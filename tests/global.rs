@@ -300,7 +300,12 @@ fn repeated_work_has_zero_overflow_after_the_first_region() {
         for _ in 0..100 {
             region(work);
         }
-        assert_eq!(stats().thread.overflow_allocs, s.overflow_allocs);
+        assert_eq!(
+            stats().thread.overflow_allocs,
+            s.overflow_allocs,
+            "{s:?} {:?}",
+            stats().thread
+        );
         assert!(stats().thread.arena_capacity >= s.high_water);
     })
     .join()
