@@ -259,10 +259,9 @@ static LOOKED_SENT: AtomicU64 = AtomicU64::new(0);
 /// One free to the next allocator in 16 (`router::note_next_free`) is measured here
 /// (`malloc_usable_size`), and threads add up their estimates in 4 MiB batches. When 32 MiB more
 /// have been freed to it than process mode sent it since the last time allocation caught up
-/// with the frees, the heap may hold a freed phase: then, and only then, its figures are read (`mallinfo2` walks its free chunks) and, when it holds more
-/// than 32 MiB free and more free than in use, it is asked to give free pages back
-/// (`malloc_trim(0)`, which `madvise`s the free chunks inside the heap too). Steady churn frees
-/// what it allocates and never gets there.
+/// with the frees, the heap may hold a freed phase: then, and only then, a give-back is asked
+/// for ([`give_back`], run when allocation resumes). Steady churn frees what it allocates and
+/// never gets there.
 #[cold]
 #[inline(never)]
 pub fn sample_next_free(p: *mut c_void) {
@@ -287,6 +286,47 @@ pub fn sample_next_free(p: *mut c_void) {
     }
     if freed_since < sent_since + NEXT_FREE_LIMIT as u64 {
         return;
+    }
+    // The heap may hold a freed phase. Look and give back at the next allocation instead
+    // (`run_pending_give_back`): by then the burst of frees is over and glibc has coalesced
+    // its free chunks, so that one `malloc_trim` gives them back in a few `madvise` calls.
+    // Trimmed while the frees go on, every look re-walked and every trim re-`madvise`d
+    // thousands of fragments (7,484 `madvise` calls for a 250 MB phase freed in random order,
+    // 14% of its time). Frees that go on for `GIVE_BACK_PATIENCE` more bytes with no allocation
+    // in between give back from here.
+    let asked = GIVE_BACK_ASKED_AT.load(Ordering::Relaxed);
+    if asked == 0 {
+        GIVE_BACK_ASKED_AT.store(freed, Ordering::Relaxed);
+    } else if freed.saturating_sub(asked) >= GIVE_BACK_PATIENCE {
+        give_back();
+    }
+}
+
+/// `NEXT_FREED` when process mode asked for a give-back that has not run yet; 0: none pending.
+/// (`NEXT_FREED` is at least 32 MiB by then, never 0.)
+static GIVE_BACK_ASKED_AT: AtomicU64 = AtomicU64::new(0);
+/// Bytes freed to the next allocator after a give-back was asked for, with no allocation in
+/// between, after which `free` itself gives back.
+const GIVE_BACK_PATIENCE: u64 = 8 * NEXT_FREE_LIMIT as u64;
+
+/// Runs the give-back process mode asked for, if one is pending: called where allocation
+/// resumes (the predicted path's general case, allocations sent to the next allocator). One
+/// relaxed load when none is.
+#[inline(always)]
+pub fn run_pending_give_back() {
+    if GIVE_BACK_ASKED_AT.load(Ordering::Relaxed) != 0 {
+        give_back();
+    }
+}
+
+/// Reads the next allocator's figures (`mallinfo2` walks its free chunks) and, when it holds
+/// more than 32 MiB free and more free than in use, asks it to give free pages back
+/// (`malloc_trim(0)`, which `madvise`s the free chunks inside the heap too).
+#[cold]
+#[inline(never)]
+fn give_back() {
+    if GIVE_BACK_ASKED_AT.swap(0, Ordering::AcqRel) == 0 {
+        return; // another thread took it
     }
     let m = next_mallinfo2();
     if m.fordblks > NEXT_FREE_LIMIT && m.fordblks > m.uordblks {

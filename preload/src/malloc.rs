@@ -115,6 +115,7 @@ fn malloc_routed_away(size: usize) -> *mut c_void {
     if !p.is_null() {
         return p as *mut c_void;
     }
+    crate::glibc_compat::run_pending_give_back();
     real::malloc(size)
 }
 
@@ -122,6 +123,7 @@ fn malloc_routed_away(size: usize) -> *mut c_void {
 /// slow path; the next allocator when the arena declines.
 #[inline(never)]
 fn malloc_predicted_general(size: usize, site: usize) -> *mut c_void {
+    crate::glibc_compat::run_pending_give_back();
     // SAFETY: size at least 1, MIN_ALIGN a power of two.
     let p = unsafe { router::alloc_predicted_general(size.max(1), MIN_ALIGN, site) };
     if !p.is_null() {

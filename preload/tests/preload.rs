@@ -86,6 +86,18 @@ fn routing_changes_mid_run_lose_nothing() {
 }
 
 #[test]
+fn a_freed_phase_goes_back_from_the_frees_and_at_the_next_allocation() {
+    let out = preloaded(
+        Command::new(compile("give_back")),
+        &[
+            ("RESIZEALLOC_REGION", "process"),
+            ("RESIZEALLOC_MAX_SIZE", "1"),
+        ],
+    );
+    assert_ok(&out, "give_back.c");
+}
+
+#[test]
 fn small_block_heap_under_stress() {
     // Every request of 2 B..1 KiB goes to the small-block heap (the arena's size bound sends it
     // away, and process mode sends what the arena declines there).
