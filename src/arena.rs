@@ -1181,6 +1181,18 @@ impl Arena {
                 }
                 return self.spill(size);
             }
+            if end > self.cap_end.get()
+                && !self.recycle
+                && !wrapped
+                && !self.overflowing.load(Ordering::Relaxed)
+                && self.lap_is_worth_it()
+            {
+                // A region about to outgrow its capacity laps first: what its dead temporaries
+                // left may hold the block, and then the work fits the capacity it planned.
+                self.lap();
+                wrapped = true;
+                continue;
+            }
             if new_top <= self.run_end.get() {
                 if end > self.cap_end.get() {
                     self.outgrow_capacity();
@@ -1209,8 +1221,12 @@ impl Arena {
                     self.start_run(next);
                 }
                 Err(Stop::Uncommitted) => {
-                    if self.recycle && !wrapped && self.lap_is_worth_it() {
-                        self.wrap();
+                    // Before committing more, a lap looks for free memory behind the bump
+                    // pointer, in a region too (which is then past its planned capacity): a
+                    // region whose temporaries die out of order reuses their granules instead
+                    // of faulting in its whole volume.
+                    if !wrapped && self.lap_is_worth_it() {
+                        self.lap();
                         wrapped = true;
                     } else if !self.grow_commit(new_top) {
                         return self.spill(size);
@@ -1223,12 +1239,7 @@ impl Arena {
                     // faulted in); then it gives back what is free and tries once more; if that
                     // is not enough it is closed.
                     if !wrapped && self.lap_is_worth_it() {
-                        if self.recycle {
-                            self.wrap();
-                        } else {
-                            self.start_run(self.lap_start());
-                            self.lap_progress.set(0);
-                        }
+                        self.lap();
                         wrapped = true;
                     } else if !purged && self.make_room() {
                         purged = true;
@@ -1283,8 +1294,11 @@ impl Arena {
     /// Abandons the current run and starts an empty one at `at` (granule aligned).
     fn start_run(&self, at: usize) {
         self.note_peak();
+        // Only a jump past the highest top of the region is skipped memory: below it lies what
+        // the region covered already (a lap going round its own live blocks), which its peak
+        // counts once and must not discount.
         self.skipped
-            .set(self.skipped.get() + at.saturating_sub(self.top.get()));
+            .set(self.skipped.get() + at.saturating_sub(self.peak_top.get()));
         self.lap_progress
             .set(self.lap_progress.get() + (self.run_end.get() - self.run_start.get()));
         self.run_id.set(self.run_id.get() + 1);
@@ -1303,6 +1317,18 @@ impl Arena {
         self.origin.set(at);
         self.peak_top.set(at);
         self.lap_progress.set(0);
+    }
+
+    /// Starts a lap: a new run where free memory may be found behind the bump pointer. In
+    /// process mode the arena wraps; in a region the run moves, and the region keeps its
+    /// origin and peak (the checkpoints of nested regions see a new run and stop vouching).
+    fn lap(&self) {
+        if self.recycle {
+            self.wrap();
+        } else {
+            self.start_run(self.lap_start());
+            self.lap_progress.set(0);
+        }
     }
 
     /// Where a lap starts: `data_start`, or the lap hint while it holds.

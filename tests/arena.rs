@@ -1132,3 +1132,54 @@ fn a_buffer_grown_step_by_step_stays_where_it_is() {
         a.reset();
     }
 }
+
+#[test]
+fn a_region_past_its_capacity_reuses_the_granules_of_its_dead_temporaries() {
+    // 8 MiB of temporaries of 1-16 KiB per region, 8 live at a time (FIFO): the region outgrows
+    // its 64 KiB at once. It laps over the granules its dead temporaries left instead of
+    // faulting in its whole volume, and the next runs fit what the first one covered.
+    let a = arena(ArenaConfig {
+        initial_capacity: 64 << 10,
+        ..ArenaConfig::default()
+    });
+    for round in 0..3 {
+        let before = a.stats();
+        let mut ring = std::collections::VecDeque::new();
+        let (mut made, mut k) = (0usize, 0usize);
+        while made < 8 << 20 {
+            if ring.len() == 8 {
+                free(a, ring.pop_front().unwrap());
+            }
+            let size = 1024 + (k * 7919) % (15 << 10);
+            let p = alloc(a, size, 16);
+            assert!(!p.is_null());
+            // SAFETY: a fresh block of `size` bytes.
+            unsafe { p.write_bytes(k as u8, size) };
+            ring.push_back(p);
+            made += size;
+            k += 1;
+        }
+        for p in ring {
+            free(a, p);
+        }
+        a.check_invariants().unwrap();
+        a.reset();
+        let s = a.stats();
+        assert!(
+            s.given_back_granules - before.given_back_granules < 32,
+            "round {round}: {} granules faulted in and given back",
+            s.given_back_granules - before.given_back_granules
+        );
+        assert!(
+            s.resident_bytes <= 1 << 20,
+            "round {round}: {} bytes resident for 8 live temporaries",
+            s.resident_bytes
+        );
+        if round > 0 {
+            assert_eq!(
+                s.overflow_allocs, before.overflow_allocs,
+                "round {round} overflows"
+            );
+        }
+    }
+}
