@@ -594,7 +594,8 @@ impl Arena {
     /// # Safety
     /// 1. `old` came from [`Arena::create`] or [`Arena::reuse`], its owner has exited, none of
     ///    its blocks is live, and no other thread reads or writes it any more (the caller won
-    ///    the release claim of [`Arena::orphan`] or [`Arena::free_remote`], and holds the slot).
+    ///    the release claim of [`Arena::complete_orphan`] or [`Arena::free_remote`], and holds
+    ///    the slot).
     /// 2. The new arena is used by one owner thread at a time, as documented on [`Arena`].
     pub unsafe fn reuse(old: &'static Arena, cfg: ArenaConfig) -> &'static Arena {
         let (slot_base, slot_end, data_start) = (old.slot_base, old.slot_end, old.data_start);
@@ -2124,7 +2125,10 @@ impl Arena {
             return false;
         }
         self.record_peak(0);
-        // The bump pointer did not move: the next region starts where this one did.
+        // The bump pointer did not move up: the next region starts where it is (a LIFO free of
+        // an older block may have taken it below the origin).
+        self.origin.set(self.top.get());
+        self.peak_top.set(self.top.get());
         self.checkpoint_depth.set(0);
         self.predictor_region_end();
         self.debug_check();
