@@ -86,6 +86,19 @@ fn routing_changes_mid_run_lose_nothing() {
 }
 
 #[test]
+fn arenas_of_exited_threads_are_handed_on_without_losing_a_block() {
+    // Waves of short threads keep blocks that a long-lived thread frees while the next wave
+    // adopts (process mode) or reuses (both modes) the exited threads' arenas.
+    for mode in ["process", "markers"] {
+        let out = preloaded(
+            Command::new(compile("handover")),
+            &[("RESIZEALLOC_REGION", mode)],
+        );
+        assert_ok(&out, &format!("handover.c ({mode} mode)"));
+    }
+}
+
+#[test]
 fn a_freed_phase_goes_back_from_the_frees_and_at_the_next_allocation() {
     let out = preloaded(
         Command::new(compile("give_back")),
