@@ -2612,9 +2612,15 @@ impl Arena {
         1 + x % (2 * lifetime::SAMPLE_EVERY - 1)
     }
 
-    /// Counts `size` bytes sent to the next allocator, published process-wide in batches.
+    /// Counts `size` bytes sent to the next allocator, published process-wide in batches. In
+    /// process mode a small request sent away goes to the small-block heap instead
+    /// (`router::alloc_routed_away`), and is not counted: counted, the heap's allocations made
+    /// a freed glibc phase look reused, and it was never given back.
     #[inline]
     fn note_sent_to_next(&self, size: usize) {
+        if self.recycle && size <= crate::slab::MAX_SMALL {
+            return;
+        }
         let n = self.sent_unpublished.get() + size as u64;
         if n >= SENT_BATCH {
             SENT_TO_NEXT.fetch_add(n, Ordering::Relaxed);

@@ -320,7 +320,9 @@ pub fn run_pending_give_back() {
 }
 
 /// Reads the next allocator's figures (`mallinfo2` walks its free chunks) and, when it holds
-/// more than 32 MiB free and more free than in use, asks it to give free pages back
+/// more than 32 MiB free and more than a quarter of what it has in use (the memory bound's
+/// margin: glibc holding that much free is what the heap keeps it from reusing), asks it to
+/// give free pages back
 /// (`malloc_trim(0)`, which `madvise`s the free chunks inside the heap too).
 #[cold]
 #[inline(never)]
@@ -329,7 +331,7 @@ fn give_back() {
         return; // another thread took it
     }
     let m = next_mallinfo2();
-    if m.fordblks > NEXT_FREE_LIMIT && m.fordblks > m.uordblks {
+    if m.fordblks > NEXT_FREE_LIMIT && m.fordblks > m.uordblks / 4 {
         if let Some(f) = NEXT_MALLOC_TRIM.get() {
             // SAFETY: the next object's `malloc_trim`, which has this signature.
             unsafe { core::mem::transmute::<*mut c_void, TrimFn>(f)(0) };

@@ -111,11 +111,13 @@ fn malloc_predicted(size: usize, site: usize) -> *mut c_void {
 /// small requests, the next allocator for the rest (or when the heap has no memory).
 #[inline(always)]
 fn malloc_routed_away(size: usize) -> *mut c_void {
+    // Before the heap too: a program that frees a glibc phase while it fills the heap must
+    // see glibc's free memory go back, since glibc reuses none of it for those blocks.
+    crate::glibc_compat::run_pending_give_back();
     let p = router::alloc_routed_away(size.max(1));
     if !p.is_null() {
         return p as *mut c_void;
     }
-    crate::glibc_compat::run_pending_give_back();
     real::malloc(size)
 }
 

@@ -111,6 +111,15 @@ fn a_freed_phase_goes_back_from_the_frees_and_at_the_next_allocation() {
 }
 
 #[test]
+fn a_freed_phase_goes_back_while_the_small_block_heap_fills() {
+    let out = preloaded(
+        Command::new(compile("give_back_heap")),
+        &[("RESIZEALLOC_REGION", "process")],
+    );
+    assert_ok(&out, "give_back_heap.c");
+}
+
+#[test]
 fn small_block_heap_under_stress() {
     // Every request of 2 B..1 KiB goes to the small-block heap (the arena's size bound sends it
     // away, and process mode sends what the arena declines there).
