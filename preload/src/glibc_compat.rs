@@ -322,8 +322,8 @@ pub fn run_pending_give_back() {
 /// Reads the next allocator's figures (`mallinfo2` walks its free chunks) and, when it holds
 /// more than 32 MiB free and more than a quarter of what it has in use (the memory bound's
 /// margin: glibc holding that much free is what the heap keeps it from reusing), asks it to
-/// give free pages back
-/// (`malloc_trim(0)`, which `madvise`s the free chunks inside the heap too).
+/// give free pages back (`malloc_trim(0)`, which `madvise`s the free chunks inside the heap
+/// too).
 #[cold]
 #[inline(never)]
 fn give_back() {
