@@ -392,15 +392,16 @@ unsafe fn put(fp: *mut libc::FILE, bytes: &[u8]) {
 
 type StatsFn = unsafe extern "C" fn();
 
-/// `malloc_stats(3)`: the next allocator's report on stderr, then the arenas', in the same
-/// layout.
+/// `malloc_stats(3)`: the next allocator's report on stderr, then the arenas' and the
+/// small-block heap's, in the same layout.
 #[no_mangle]
 pub extern "C" fn malloc_stats() {
     if let Some(f) = NEXT_MALLOC_STATS.get() {
         // SAFETY: the next object's `malloc_stats`, which has this signature.
         unsafe { core::mem::transmute::<*mut c_void, StatsFn>(f)() };
     }
-    let p = resizealloc::stats().process;
+    let s = resizealloc::stats();
+    let (p, small) = (s.process, s.small);
     let mut t = StackText::new();
     let _ = write!(
         t,
@@ -410,13 +411,22 @@ pub extern "C" fn malloc_stats() {
          committed bytes  = {:>10}\n\
          capacity bytes   = {:>10}\n\
          last peaks bytes = {:>10}\n\
-         region allocs    = {:>10}\n",
+         region allocs    = {:>10}\n\
+         resizealloc small-block heap:\n\
+         pages in use     = {:>10}\n\
+         bytes in pages   = {:>10}\n\
+         pages given back = {:>10}\n\
+         pages adopted    = {:>10}\n",
         p.arenas_live,
         p.arenas_orphaned,
         p.arena_committed,
         p.arena_capacity,
         p.high_water,
-        p.region_allocs
+        p.region_allocs,
+        small.pages_in_use,
+        small.bytes_in_pages,
+        small.pages_given_back,
+        small.pages_adopted
     );
     // SAFETY: glibc's stderr stream is open for the life of the program (glibc's own
     // malloc_stats writes to it too); reading the pointer races with nothing but `freopen`.
@@ -427,13 +437,14 @@ type InfoFn = unsafe extern "C" fn(c_int, *mut libc::FILE) -> c_int;
 
 /// The arenas as one XML element for `malloc_info`.
 fn arenas_element() -> StackText {
-    let p = resizealloc::stats().process;
+    let s = resizealloc::stats();
+    let (p, small) = (s.process, s.small);
     let mut t = StackText::new();
     let _ = writeln!(
         t,
         "<resizealloc version=\"{}\" arenas_live=\"{}\" arenas_orphaned=\"{}\" \
          committed=\"{}\" capacity=\"{}\" high_water=\"{}\" region_allocs=\"{}\" \
-         reserved=\"{}\"/>",
+         reserved=\"{}\" small_pages=\"{}\" small_bytes=\"{}\"/>",
         env!("CARGO_PKG_VERSION"),
         p.arenas_live,
         p.arenas_orphaned,
@@ -441,7 +452,9 @@ fn arenas_element() -> StackText {
         p.arena_capacity,
         p.high_water,
         p.region_allocs,
-        p.reserved_bytes
+        p.reserved_bytes,
+        small.pages_in_use,
+        small.bytes_in_pages
     );
     t
 }

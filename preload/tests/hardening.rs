@@ -98,6 +98,33 @@ fn malloc_stats_reports_the_arenas_after_glibc() {
     );
 }
 
+#[test]
+fn malloc_stats_reports_the_small_block_heap() {
+    // Process mode with the arena's size bound at 1 byte: every small block is the heap's.
+    let mut cmd = Command::new(glibc_compat());
+    cmd.arg("stats");
+    let out = preloaded(
+        cmd,
+        &[
+            ("RESIZEALLOC_REGION", "process"),
+            ("RESIZEALLOC_MAX_SIZE", "1"),
+        ],
+    );
+    assert_ok(&out, "glibc_compat stats, process mode");
+    let err = text(&out.stderr);
+    let field = |name: &str| -> u64 {
+        err.lines()
+            .find_map(|l| l.strip_prefix(name))
+            .and_then(|v| v.trim_start_matches([' ', '=']).trim().parse().ok())
+            .unwrap_or_else(|| panic!("no {name:?} line: {err}"))
+    };
+    assert!(
+        field("pages in use") >= 1,
+        "2000 blocks of 64 B are live in the heap: {err}"
+    );
+    assert!(field("bytes in pages") >= 2000 * 64, "{err}");
+}
+
 /// Parses `xml` with Python's XML parser; returns the root tag, the number of `<heap>`
 /// children, and the `committed` attribute of every `<resizealloc>` child.
 fn parse_malloc_info(xml: &[u8]) -> (String, usize, Vec<u64>) {

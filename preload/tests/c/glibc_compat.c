@@ -195,12 +195,20 @@ static void info(void) {
 }
 
 static void stats_report(void) {
+    /* Small blocks outside the region: the small-block heap's in process mode. */
+    enum { SMALL = 2000 };
+    static void *small[SMALL];
+    for (int i = 0; i < SMALL; i++) {
+        small[i] = malloc(64);
+        CHECK(small[i] != NULL, "malloc(64)");
+    }
     region_begin();
     unsigned char *p = malloc(1 << 20);
     memset(p, 1, 1 << 20);
     malloc_stats();
     free(p);
     region_end();
+    for (int i = 0; i < SMALL; i++) free(small[i]);
 }
 
 /* ------------------------------------------------------------------------------ same as glibc */
