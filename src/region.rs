@@ -677,7 +677,8 @@ pub fn outside_regions<R>(f: impl FnOnce() -> R) -> R {
     f()
 }
 
-/// Gives memory the calling thread's arena does not need back to the kernel.
+/// Gives memory the calling thread's arena does not need back to the kernel, and the warm
+/// memory kept by arenas of exited threads.
 pub fn trim() {
     reservation::trim_unowned();
     let a = state().arena.get();

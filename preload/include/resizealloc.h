@@ -95,7 +95,8 @@ int resize_region_depth(void);
  * Returns the size of the library's struct, or -1 if out is NULL. */
 int resize_stats_get(struct resize_stats *out, size_t out_size);
 
-/* Gives memory the calling thread's arena does not need back to the kernel. */
+/* Gives memory the calling thread's arena does not need back to the kernel, and the warm
+ * memory kept by arenas of exited threads. */
 void resize_trim(void);
 
 /* The device pools behind cudaMalloc/cuMemAlloc (per CUDA context, sharded per thread), summed. */

@@ -50,7 +50,8 @@ pub extern "C" fn resize_stats_get(out: *mut Stats, out_size: usize) -> c_int {
     core::mem::size_of::<Stats>() as c_int
 }
 
-/// Gives memory the calling thread's arena does not need back to the kernel.
+/// Gives memory the calling thread's arena does not need back to the kernel, and the warm
+/// memory kept by arenas of exited threads.
 #[no_mangle]
 pub extern "C" fn resize_trim() {
     resizealloc::trim();

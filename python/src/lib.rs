@@ -140,7 +140,8 @@ fn region_depth() -> u32 {
     }
 }
 
-/// Gives memory the calling thread's arena does not need back to the kernel.
+/// Gives memory the calling thread's arena does not need back to the kernel, and the warm
+/// memory kept by arenas of exited threads.
 #[pyfunction]
 fn trim() {
     match backend::preloaded() {
