@@ -310,8 +310,8 @@ static GIVE_BACK_ASKED_AT: AtomicU64 = AtomicU64::new(0);
 const GIVE_BACK_PATIENCE: u64 = 8 * NEXT_FREE_LIMIT as u64;
 
 /// Runs the give-back process mode asked for, if one is pending: called where allocation
-/// resumes (the predicted path's general case, allocations sent to the next allocator). One
-/// relaxed load when none is.
+/// resumes (the predicted path's general case, which samples and probes reach from every
+/// site). One relaxed load when none is.
 #[inline(always)]
 pub fn run_pending_give_back() {
     if GIVE_BACK_ASKED_AT.load(Ordering::Relaxed) != 0 {

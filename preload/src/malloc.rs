@@ -111,9 +111,6 @@ fn malloc_predicted(size: usize, site: usize) -> *mut c_void {
 /// small requests, the next allocator for the rest (or when the heap has no memory).
 #[inline(always)]
 fn malloc_routed_away(size: usize) -> *mut c_void {
-    // Before the heap too: a program that frees a glibc phase while it fills the heap must
-    // see glibc's free memory go back, since glibc reuses none of it for those blocks.
-    crate::glibc_compat::run_pending_give_back();
     let p = router::alloc_routed_away(size.max(1));
     if !p.is_null() {
         return p as *mut c_void;
@@ -125,6 +122,9 @@ fn malloc_routed_away(size: usize) -> *mut c_void {
 /// slow path; the next allocator when the arena declines.
 #[inline(never)]
 fn malloc_predicted_general(size: usize, site: usize) -> *mut c_void {
+    // Every process-mode allocation stream passes here within a few thousand allocations
+    // (samples of short sites, probes of long ones), wherever its blocks go: a pending
+    // give-back runs soon after allocation resumes, off the paths every allocation takes.
     crate::glibc_compat::run_pending_give_back();
     // SAFETY: size at least 1, MIN_ALIGN a power of two.
     let p = unsafe { router::alloc_predicted_general(size.max(1), MIN_ALIGN, site) };
