@@ -241,10 +241,10 @@ pub(crate) fn acquire_arena(
         return Some(arena);
     }
     for i in 0..table.slots {
-        if table.used[i / 64] & (1 << (i % 64)) == 0 {
+        if !bit(&table.used, i) {
             // SAFETY: slot `i` is unused, aligned to `slot_size` and inside the reservation.
             let arena = unsafe { Arena::create(base + i * slot_size, slot_size, cfg) }?;
-            table.used[i / 64] |= 1 << (i % 64);
+            set_bit(&mut table.used, i, true);
             arena.slot_index.store(i, Ordering::Relaxed);
             return Some(arena);
         }
@@ -405,7 +405,7 @@ unsafe fn free_slot_locked(table: &mut SlotTable, arena: &'static Arena) {
         // live (obligation).
         unsafe { core::ptr::write_bytes(base as *mut u8, 0, committed_end - base) };
     }
-    table.used[i / 64] &= !(1 << (i % 64));
+    set_bit(&mut table.used, i, false);
 }
 
 fn add_stats(sum: &mut ArenaStats, s: &ArenaStats) {
@@ -435,7 +435,7 @@ pub fn totals() -> (ArenaStats, ArenaStats, u64, u64) {
     let base = BASE.load(Ordering::Relaxed);
     let size = slot_size();
     for i in 0..table.slots {
-        if table.used[i / 64] & (1 << (i % 64)) != 0 {
+        if bit(&table.used, i) {
             // SAFETY: a used slot holds an arena, and release needs the lock we hold.
             let arena = unsafe { &*((base + i * size) as *const Arena) };
             let stats = arena.stats();
