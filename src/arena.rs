@@ -1184,14 +1184,11 @@ impl Arena {
             }
             if end > self.cap_end.get()
                 && !self.recycle
-                && !wrapped
                 && !self.overflowing.load(Ordering::Relaxed)
-                && self.lap_is_worth_it()
+                && self.lap_once(&mut wrapped)
             {
                 // A region about to outgrow its capacity laps first: what its dead temporaries
                 // left may hold the block, and then the work fits the capacity it planned.
-                self.lap();
-                wrapped = true;
                 continue;
             }
             if new_top <= self.run_end.get() {
@@ -1226,10 +1223,7 @@ impl Arena {
                     // pointer, in a region too (which is then past its planned capacity): a
                     // region whose temporaries die out of order reuses their granules instead
                     // of faulting in its whole volume.
-                    if !wrapped && self.lap_is_worth_it() {
-                        self.lap();
-                        wrapped = true;
-                    } else if !self.grow_commit(new_top) {
+                    if !self.lap_once(&mut wrapped) && !self.grow_commit(new_top) {
                         return self.spill(size);
                     }
                 }
@@ -1239,13 +1233,11 @@ impl Arena {
                     // temporaries freed out of order are then reused instead of new memory being
                     // faulted in); then it gives back what is free and tries once more; if that
                     // is not enough it is closed.
-                    if !wrapped && self.lap_is_worth_it() {
-                        self.lap();
-                        wrapped = true;
-                    } else if !purged && self.make_room() {
+                    if !self.lap_once(&mut wrapped) {
+                        if purged || !self.make_room() {
+                            return self.turn_away(size);
+                        }
                         purged = true;
-                    } else {
-                        return self.turn_away(size);
                     }
                 }
             }
@@ -1330,6 +1322,17 @@ impl Arena {
             self.start_run(self.lap_start());
             self.lap_progress.set(0);
         }
+    }
+
+    /// [`Arena::lap`] once per slow path (`wrapped` says whether it lapped already), when a lap
+    /// is worth it. True when it lapped.
+    fn lap_once(&self, wrapped: &mut bool) -> bool {
+        if *wrapped || !self.lap_is_worth_it() {
+            return false;
+        }
+        self.lap();
+        *wrapped = true;
+        true
     }
 
     /// Where a lap starts: `data_start`, or the lap hint while it holds.
