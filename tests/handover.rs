@@ -169,13 +169,7 @@ fn trim_gives_back_the_warm_memory_of_arenas_without_an_owner() {
     std::thread::spawn(move || region(touch_256k))
         .join()
         .unwrap();
-    let parked = stats().memory.process_resident;
-    resizealloc::trim();
-    let trimmed = stats().memory.process_resident;
-    assert!(
-        trimmed + (200 << 10) <= parked,
-        "trim kept a parked arena's memory: {parked} -> {trimmed} resident bytes"
-    );
+    assert_trim_gives_back_200k("a parked arena's memory");
     process_mode(&[4000, 3000]);
     let kept = std::thread::spawn(move || {
         touch_256k();
@@ -188,14 +182,20 @@ fn trim_gives_back_the_warm_memory_of_arenas_without_an_owner() {
     .join()
     .unwrap();
     slot_of(kept);
-    let warm = stats().memory.process_resident;
-    resizealloc::trim();
-    let trimmed = stats().memory.process_resident;
-    assert!(
-        trimmed + (200 << 10) <= warm,
-        "trim kept an orphan's warm memory: {warm} -> {trimmed} resident bytes"
-    );
+    assert_trim_gives_back_200k("an orphan's warm memory");
     check_and_free(kept, 3000, 3);
+}
+
+/// `resizealloc::trim` takes the process's resident bytes down by at least 200 KiB (`what`
+/// kept 256 KiB warm).
+fn assert_trim_gives_back_200k(what: &str) {
+    let before = stats().memory.process_resident;
+    resizealloc::trim();
+    let after = stats().memory.process_resident;
+    assert!(
+        after + (200 << 10) <= before,
+        "trim kept {what}: {before} -> {after} resident bytes"
+    );
 }
 
 /// Adoption races the last free of the arena's blocks by another thread: whichever wins, each
