@@ -426,6 +426,9 @@ pub struct Arena {
     /// it was pinned then (0: no hint). Laps start there while no free below it and no remote
     /// free happened since (`remote_at_hint`), instead of walking the same pins again: a
     /// program that keeps one block per region would otherwise rescan them every region.
+    /// Invariant: no run starts below it (`start_run` and `resume_at` forget it then), so no
+    /// block handed out since it was found lies below it, and none reaches into it from below:
+    /// a lap that starts there never starts inside a live block.
     lap_hint: Cell<usize>,
     remote_at_hint: Cell<u64>,
     checkpoints: [Cell<Checkpoint>; MAX_CHECKPOINTS],
@@ -1287,6 +1290,7 @@ impl Arena {
     /// Abandons the current run and starts an empty one at `at` (granule aligned).
     fn start_run(&self, at: usize) {
         self.note_peak();
+        self.forget_hint_above(at);
         // Only a jump past the highest top of the region is skipped memory: below it lies what
         // the region covered already (a lap going round its own live blocks), which its peak
         // counts once and must not discount.
@@ -1301,6 +1305,15 @@ impl Arena {
         self.uncounted.set(at);
         self.zero_from.set(at);
         self.update_limit();
+    }
+
+    /// A run starts at `at`: a lap hint above it no longer holds, as blocks of the new run may
+    /// reach into or past the hint's granule (a lap starting there would start inside them).
+    #[inline]
+    fn forget_hint_above(&self, at: usize) {
+        if at < self.lap_hint.get() {
+            self.lap_hint.set(0);
+        }
     }
 
     /// Process mode: go back to the start of the arena and reuse freed granules.
@@ -2057,6 +2070,7 @@ impl Arena {
             self.zero_from
                 .set(self.zero_from.get().max(self.peak_top.get()));
         } else {
+            self.forget_hint_above(resume);
             self.run_id.set(self.run_id.get() + 1);
             self.run_start.set(resume);
             self.run_end.set(resume);

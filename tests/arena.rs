@@ -557,6 +557,9 @@ mod model {
             align_shift: u8,
         },
         Free(usize),
+        /// Frees the `n` live blocks at the lowest addresses, lowest first: temporaries freed in
+        /// the order they were made (FIFO).
+        FreeInOrder(u8),
         FreeRemote(usize),
         Grow {
             index: usize,
@@ -591,6 +594,7 @@ mod model {
         prop_oneof![
             6 => (1usize..40_000, 0u8..12).prop_map(|(size, align_shift)| Op::Alloc { size, align_shift }),
             4 => any::<usize>().prop_map(Op::Free),
+            2 => (1u8..8).prop_map(Op::FreeInOrder),
             1 => any::<usize>().prop_map(Op::FreeRemote),
             2 => (any::<usize>(), 1usize..60_000).prop_map(|(index, size)| Op::Grow { index, size }),
             1 => Just(Op::Push),
@@ -671,6 +675,12 @@ mod model {
             Op::Free(i) if !live.is_empty() => {
                 let b = live.swap_remove(i % live.len());
                 free(a, b.ptr);
+            }
+            Op::FreeInOrder(n) => {
+                live.sort_by_key(|b| b.ptr as usize);
+                for b in live.drain(..(n as usize).min(live.len())) {
+                    free(a, b.ptr);
+                }
             }
             Op::FreeRemote(i) if !live.is_empty() => {
                 let b = live.swap_remove(i % live.len());
@@ -763,10 +773,10 @@ mod model {
     }
 
     /// Runs `ops` on a fresh process-mode arena of one granule, checking the model after each.
-    fn replay(ops: Vec<Op>) {
+    fn replay(ops: Vec<Op>, recycle: bool) {
         let a = arena(ArenaConfig {
             initial_capacity: GRANULE,
-            recycle: true,
+            recycle,
             ..Default::default()
         });
         let mut live: Vec<Block> = Vec::new();
@@ -924,7 +934,7 @@ mod model {
                 align_shift: 6,
             },
         ];
-        replay(ops);
+        replay(ops, true);
     }
 
     /// A case the property test found: a block freed LIFO (its header still named in its
@@ -958,8 +968,70 @@ mod model {
                 size: 24657,
             },
         ];
-        replay(ops);
+        replay(ops, true);
     }
+    /// A case the property test found: a lap in a region left a hint in the second granule
+    /// (everything below it was pinned); every block was freed, the next region started at
+    /// `data_start` and grew a block across the hint's granule, and the next lap started at the
+    /// hint, inside that block.
+    #[test]
+    fn a_lap_never_starts_inside_a_block_that_reached_over_its_hint() {
+        use Op::*;
+        let ops = vec![
+            AllocZeroed { size: 1 },
+            FreeRemote(0),
+            Alloc {
+                size: 1,
+                align_shift: 0,
+            },
+            Free(0),
+            Free(0),
+            Alloc {
+                size: 3505,
+                align_shift: 9,
+            },
+            AllocZeroedFast { size: 673 },
+            Alloc {
+                size: 11585,
+                align_shift: 0,
+            },
+            Alloc {
+                size: 16321,
+                align_shift: 0,
+            },
+            AllocZeroed { size: 16321 },
+            AllocZeroedFast { size: 1 },
+            Free(14643162939874544540),
+            Alloc {
+                size: 1,
+                align_shift: 0,
+            },
+            Free(0),
+            FreeRemote(12318447068694116173),
+            Alloc {
+                size: 16257,
+                align_shift: 0,
+            },
+            Free(1255491798744407503),
+            Free(2390595481206879971),
+            Free(11636937257732274826),
+            Reset,
+            Alloc {
+                size: 1,
+                align_shift: 0,
+            },
+            Grow {
+                index: 7678981165925581742,
+                size: 49137,
+            },
+            Alloc {
+                size: 16321,
+                align_shift: 0,
+            },
+        ];
+        replay(ops, false);
+    }
+
     proptest! {
         #![proptest_config(ProptestConfig { cases: 128, ..ProptestConfig::default() })]
         #[test]
