@@ -378,13 +378,27 @@ pub struct Arena {
     /// `run_start <= uncounted <= top`, or `uncounted == top`; the range holds only fast-path
     /// blocks and gap headers (`TAG_GAP`), each followed by the next up to `top`.
     uncounted: Cell<usize>,
-    /// Bytes of owner frees in walked ranges not yet reported to `granules_emptied`.
-    uncounted_freed: Cell<usize>,
+    /// The header of the block right below the bump pointer, or 0 when not known. Every block
+    /// the bump pointer hands out stores the value it finds here in its second header word (its
+    /// *link*; a sampled block keeps its sample word there instead, and its owner's free clears
+    /// it), and then puts its own header here; a free at the bump pointer follows the links down
+    /// over blocks their owner freed already (`release_top`).
+    ///
+    /// Invariant: 0, or the header of a block of the current run that ends at or below `top`
+    /// with only alignment padding between its end and `top`. The link of a plain block of the
+    /// current run is 0 or the header of the block of the same run right below it (again with
+    /// only padding in between). Both hold because every block of `[run_start, top)` was handed
+    /// out in the current run (a run enters only granules without live blocks), memory below a
+    /// live block is reused only once the bump pointer went back past it, and every move of the
+    /// bump pointer other than a bump or a release at it sets this to 0.
+    below_top: Cell<usize>,
     /// Highest `top` seen in this outermost region (absolute address); the peak is
     /// `peak_top - origin`.
     peak_top: Cell<usize>,
     data_start: usize,
     // --- second line ---
+    /// Bytes of owner frees in walked ranges not yet reported to `granules_emptied`.
+    uncounted_freed: Cell<usize>,
     /// `(committed bytes - HEADER) / 16`: how many 16-byte positions a block can start at;
     /// read by any thread as the sanity bound of `free` (see `plausible`).
     plausible_slots: AtomicUsize,
@@ -687,9 +701,10 @@ impl Arena {
             cross_by_addr: cross.wrapping_sub(slot_base >> GRANULE_SHIFT),
             run_start: Cell::new(data_start),
             uncounted: Cell::new(data_start),
-            uncounted_freed: Cell::new(0),
+            below_top: Cell::new(0),
             peak_top: Cell::new(data_start),
             data_start,
+            uncounted_freed: Cell::new(0),
             plausible_slots: AtomicUsize::new(0),
             committed_bytes: OwnerCounter::default(),
             region_allocs: OwnerCounter::default(),
@@ -885,8 +900,13 @@ impl Arena {
     unsafe fn bump(&self, top: usize, p: usize, end: usize) -> *mut u8 {
         debug_assert!(p - HEADER >= top);
         self.top.set(align_up(end, MIN_ALIGN));
-        // SAFETY: caller's obligation.
-        unsafe { ((p - HEADER) as *mut usize).write(header_word(end - p, TAG_LIVE)) };
+        let hdr = (p - HEADER) as *mut usize;
+        // SAFETY: caller's obligation (the header is 16 bytes: its word and the link).
+        unsafe {
+            hdr.write(header_word(end - p, TAG_LIVE));
+            hdr.add(1).write(self.below_top.get());
+        }
+        self.below_top.set(hdr as usize);
         self.region_allocs.add(1);
         // Its bytes join `live_local_bytes` when it is counted (`count_range`).
         self.debug_check();
@@ -1072,8 +1092,12 @@ impl Arena {
     /// and the uncounted range was flushed (the slow path's block is counted at once).
     #[inline(always)]
     unsafe fn count_block(&self, hdr: usize, end: usize) {
-        // SAFETY: caller's obligation.
-        unsafe { (hdr as *mut usize).write(header_word(end - hdr - HEADER, TAG_LIVE)) };
+        // SAFETY: caller's obligation (the header is 16 bytes: its word and the link).
+        unsafe {
+            (hdr as *mut usize).write(header_word(end - hdr - HEADER, TAG_LIVE));
+            (hdr as *mut usize).add(1).write(self.below_top.get());
+        }
+        self.below_top.set(hdr);
         // SAFETY: caller's obligation.
         unsafe { self.count_units(hdr, end) };
         // The caller flushed the uncounted range before: this block is counted, so it is not in
@@ -1302,6 +1326,7 @@ impl Arena {
         self.run_start.set(at);
         self.run_end.set(at);
         self.top.set(at);
+        self.below_top.set(0);
         self.uncounted.set(at);
         self.zero_from.set(at);
         self.update_limit();
@@ -1607,9 +1632,73 @@ impl Arena {
             if top > self.peak_top.get() {
                 self.peak_top.set(top);
             }
-            self.top.set(hdr);
+            // SAFETY: the caller's block, freed by its owner, ends at the bump pointer and lies
+            // in the uncounted range, so in the current run.
+            unsafe { self.release_top(hdr) };
         }
         self.debug_check();
+    }
+
+    /// The block at `hdr`, just freed by its owner, ended at the bump pointer: the bump pointer
+    /// goes back to it, and on down over the blocks right below it that their owner freed
+    /// already (their links say which: see `below_top`). Temporaries freed in the order they
+    /// were made (FIFO) then leave the bump pointer where the first one began, as a LIFO loop
+    /// does, so the next ones reuse memory still in the cache instead of walking on through
+    /// the arena until a lap comes round.
+    ///
+    /// # Safety
+    /// Owner thread; `hdr` is the header of a block of the current run (`hdr >= run_start`)
+    /// that ended at `top`, its tag already says freed, and its second header word is its link
+    /// (a plain block's, or 0); `uncounted <= hdr`.
+    #[inline(always)]
+    unsafe fn release_top(&self, hdr: usize) {
+        // SAFETY: caller's obligation: the block's header is ours to read.
+        let link = unsafe { *((hdr + 8) as *const usize) };
+        self.top.set(hdr);
+        self.below_top.set(link);
+        // `link` is 0 or a header of the run below `hdr` (`below_top`'s invariant): committed
+        // memory of ours. The callers keep `uncounted <= hdr`.
+        // SAFETY: as just said; atomic, because another thread may be freeing that block (it
+        // writes the tag with Release).
+        if link != 0
+            && word_tag(unsafe { (*(link as *const AtomicUsize)).load(Ordering::Relaxed) })
+                == TAG_FREED
+        {
+            // SAFETY: as above.
+            unsafe { self.release_freed_below(link) };
+        }
+    }
+
+    /// [`Arena::release_top`] went back to a block whose tag says its owner freed it already:
+    /// goes on down the links while that holds.
+    ///
+    /// # Safety
+    /// Owner thread; `link` is `below_top`, the header of a freed block of the current run.
+    #[cold]
+    #[inline(never)]
+    unsafe fn release_freed_below(&self, link: usize) {
+        let run_start = self.run_start.get();
+        let mut hdr = link;
+        let below = loop {
+            // SAFETY: `hdr` is a header of the current run whose owner freed it (checked by the
+            // caller or below): its link is a plain block's (owner frees of sampled blocks clear
+            // theirs) and nobody else writes either word now.
+            let below = unsafe { *((hdr + 8) as *const usize) };
+            if below < run_start
+                // SAFETY: `below` is a header of the run below `hdr` (the links' invariant), so
+                // committed memory; atomic for a concurrent remote free, as in `release_top`.
+                || word_tag(unsafe { (*(below as *const AtomicUsize)).load(Ordering::Relaxed) })
+                    != TAG_FREED
+            {
+                break below;
+            }
+            hdr = below;
+        };
+        self.top.set(hdr);
+        self.below_top.set(below);
+        if self.uncounted.get() > hdr {
+            self.uncounted.set(hdr);
+        }
     }
 
     /// Takes the units of the block `[hdr + HEADER, end)` off its first and last granule.
@@ -1644,9 +1733,12 @@ impl Arena {
     fn lifo_release(&self, hdr: usize, end: usize) -> bool {
         if align_up(end, MIN_ALIGN) == self.top.get() && hdr >= self.run_start.get() {
             self.note_peak();
-            self.top.set(hdr);
             // A counted block ended at `top`, so the uncounted range was empty.
             self.uncounted.set(hdr);
+            // SAFETY: a block of the current run (`hdr >= run_start`) that ended at `top`, freed
+            // by its owner (the callers flipped its tag; the slow path cleared a sampled one's
+            // link).
+            unsafe { self.release_top(hdr) };
             return true;
         }
         false
@@ -1667,8 +1759,12 @@ impl Arena {
                 if let Some(w) = unsafe { Self::sample_of(hdr as *mut usize) } {
                     self.learn_from_free(p, w);
                 }
-                // SAFETY: a live, uncounted block of ours.
-                unsafe { self.free_uncounted(hdr, p + word_size(word)) };
+                // SAFETY: a live, uncounted block of ours: its sample word is no link (see
+                // `below_top`), so it reads as none from now on.
+                unsafe {
+                    (hdr as *mut usize).add(1).write(0);
+                    self.free_uncounted(hdr, p + word_size(word));
+                }
                 return;
             }
         }
@@ -1682,8 +1778,12 @@ impl Arena {
         if let Some(w) = unsafe { Self::sample_of(hdr) } {
             self.learn_from_free(p, w);
         }
-        // SAFETY: as above; marks the block freed for double-free detection.
-        unsafe { *hdr = header_word(size, TAG_FREED) };
+        // SAFETY: as above; marks the block freed for double-free detection. A sampled block's
+        // second word is its sample word, no link (see `below_top`): it reads as none now.
+        unsafe {
+            *hdr = header_word(size, TAG_FREED);
+            *hdr.add(1) = 0;
+        }
         let hdr = hdr as usize;
         // SAFETY: a validated live block of this arena, on the owner thread.
         let emptied = unsafe { self.uncount_block(hdr, p + size) };
@@ -1926,6 +2026,7 @@ impl Arena {
             if self.top.get() > cp.top {
                 self.note_peak();
                 self.top.set(cp.top);
+                self.below_top.set(0);
                 self.uncounted.set(cp.top);
             }
         }
@@ -1949,6 +2050,7 @@ impl Arena {
         if keep < top {
             self.note_peak();
             self.top.set(keep);
+            self.below_top.set(0);
         }
     }
 
@@ -2079,6 +2181,7 @@ impl Arena {
             self.zero_from.set(resume);
             self.update_limit();
         }
+        self.below_top.set(0);
         self.origin.set(resume);
         self.peak_top.set(resume);
         self.checkpoint_depth.set(0);
@@ -3095,6 +3198,18 @@ impl Arena {
         let next = align_up(top, GRANULE);
         if next < run_end && self.units(self.granule(next)) != 0 {
             return Err("live block in the granule after the bump pointer's");
+        }
+        let below = self.below_top.get();
+        if below != 0 {
+            if below < run_start || below + HEADER > top {
+                return Err("the block below the bump pointer is not in the run below it");
+            }
+            // SAFETY: a header in the run (checked above); atomic for a concurrent remote free.
+            let word = unsafe { (*(below as *const AtomicUsize)).load(Ordering::Relaxed) };
+            let end = align_up(below + HEADER + word_size(word), MIN_ALIGN);
+            if end > top {
+                return Err("the block below the bump pointer ends past it");
+            }
         }
         Ok(())
     }

@@ -374,8 +374,9 @@ fn a_nested_region_gives_back_blocks_freed_out_of_order_and_keeps_what_lives() {
 
 #[test]
 fn a_closed_arena_turns_requests_away_until_frees_make_room_again() {
-    // Process mode, no prediction: one 1000-byte block kept per granule, the rest freed first
-    // to last, so that little is live and every granule is pinned: the bound closes the arena.
+    // Process mode, no prediction: one 1000-byte block kept per granule (the last of each 16),
+    // the rest freed, so that little is live and every granule is pinned: the bound closes the
+    // arena.
     let a = arena(ArenaConfig {
         recycle: true,
         ..Default::default()
@@ -384,8 +385,8 @@ fn a_closed_arena_turns_requests_away_until_frees_make_room_again() {
     let mut turned_away = 0;
     for _ in 0..3000 {
         let batch: Vec<_> = (0..16).map(|_| alloc(a, 1000, 16)).collect();
-        let mut served = batch.into_iter().filter(|p| !p.is_null());
-        match served.next() {
+        let mut served: Vec<_> = batch.into_iter().filter(|p| !p.is_null()).collect();
+        match served.pop() {
             Some(p) => pins.push(p),
             None => turned_away += 1,
         }
@@ -483,6 +484,57 @@ fn lifo_free_returns_memory_at_once() {
 }
 
 #[test]
+fn temporaries_freed_in_the_order_they_were_made_give_their_memory_back_at_once() {
+    for recycle in [false, true] {
+        let a = arena(ArenaConfig {
+            recycle,
+            ..Default::default()
+        });
+        let kept = alloc(a, 48, 16);
+        // FIFO: the last free takes the bump pointer down over all three, whatever their sizes
+        // and alignments (the 5000-byte block starts on a cache line, past a gap).
+        for _ in 0..1000 {
+            let t = [alloc(a, 300, 16), alloc(a, 5000, 16), alloc(a, 64, 256)];
+            for &p in &t {
+                free(a, p);
+            }
+            let again = alloc(a, 300, 16);
+            assert_eq!(
+                again, t[0],
+                "recycle {recycle}: FIFO frees left memory behind"
+            );
+            free(a, again);
+            a.check_invariants().unwrap();
+        }
+        // A live block stops the way down, and its own free later goes on past it.
+        let [x, y, z] = [alloc(a, 100, 16), alloc(a, 100, 16), alloc(a, 100, 16)];
+        free(a, x);
+        free(a, z);
+        assert_eq!(
+            alloc(a, 100, 16),
+            z,
+            "the bump pointer went past a live block"
+        );
+        free(a, z);
+        free(a, y);
+        assert_eq!(alloc(a, 100, 16), x);
+        free(a, x);
+        // A block another thread freed stops it too: its units wait for the owner's count.
+        let [x, y, z] = [alloc(a, 100, 16), alloc(a, 100, 16), alloc(a, 100, 16)];
+        free(a, x);
+        // SAFETY: a live block of `a`, freed once; the arena is not orphaned.
+        assert!(!unsafe { a.free_remote(y) });
+        free(a, z);
+        assert_eq!(alloc(a, 100, 16), z);
+        free(a, z);
+        a.check_invariants().unwrap();
+        free(a, kept);
+        a.reset();
+        a.check_invariants().unwrap();
+    }
+}
+
+#[test]
 fn double_free_aborts_like_glibc() {
     // The abort path is checked in a child process: the test binary re-runs itself.
     if std::env::var_os("RESIZEALLOC_DOUBLE_FREE_CHILD").is_some() {
@@ -558,7 +610,7 @@ mod model {
         },
         Free(usize),
         /// Frees the `n` live blocks at the lowest addresses, lowest first: temporaries freed in
-        /// the order they were made (FIFO).
+        /// the order they were made (FIFO), which sends the bump pointer down the links.
         FreeInOrder(u8),
         FreeRemote(usize),
         Grow {
