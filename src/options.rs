@@ -69,6 +69,11 @@ pub const OPTIONS: &[OptionDesc] = &[
         description: "A device pool that handed nothing out for this many milliseconds gives its cached segments back at the next synchronisation; 0 never.",
     },
     OptionDesc {
+        name: "RESIZEALLOC_GIVE_BACK_AFTER",
+        default: "1G",
+        description: "Process mode: when the program frees a phase to the next allocator, its free memory goes back to the kernel at the next allocation; frees that go on for this many bytes with no allocation in between give it back themselves (a smaller value returns memory sooner and costs the frees time: glibc re-walks its fragments while they are still being freed).",
+    },
+    OptionDesc {
         name: "RESIZEALLOC_STATS",
         default: "0",
         description: "`1`: print a summary of the arenas on stderr at exit (preload library).",
@@ -109,6 +114,9 @@ pub struct Options {
     pub cuda_max_cached: usize,
     /// Idle time after which a device pool releases its cache (0: never).
     pub cuda_idle_ms: usize,
+    /// Process mode: bytes of frees to the next allocator, with no allocation in between, after
+    /// which the frees themselves give a freed phase back.
+    pub give_back_after: usize,
 }
 
 impl Options {
@@ -124,6 +132,7 @@ impl Options {
         cuda: true,
         cuda_max_cached: usize::MAX,
         cuda_idle_ms: 5000,
+        give_back_after: 1 << 30,
     };
 }
 
@@ -138,6 +147,7 @@ static VERBOSE: AtomicBool = AtomicBool::new(false);
 static CUDA: AtomicBool = AtomicBool::new(true);
 static CUDA_MAX_CACHED: AtomicUsize = AtomicUsize::new(usize::MAX);
 static CUDA_IDLE_MS: AtomicUsize = AtomicUsize::new(5000);
+static GIVE_BACK_AFTER: AtomicUsize = AtomicUsize::new(Options::DEFAULT.give_back_after);
 
 /// The options in force.
 pub fn get() -> Options {
@@ -158,7 +168,14 @@ pub fn get() -> Options {
         cuda: CUDA.load(Ordering::Relaxed),
         cuda_max_cached: CUDA_MAX_CACHED.load(Ordering::Relaxed),
         cuda_idle_ms: CUDA_IDLE_MS.load(Ordering::Relaxed),
+        give_back_after: GIVE_BACK_AFTER.load(Ordering::Relaxed),
     }
+}
+
+/// `RESIZEALLOC_GIVE_BACK_AFTER` alone (read by the sampled frees to the next allocator).
+#[inline]
+pub fn give_back_after() -> usize {
+    GIVE_BACK_AFTER.load(Ordering::Relaxed)
 }
 
 /// `RESIZEALLOC_CUDA_IDLE_MS` alone (read at every synchronisation the hooks see).
@@ -180,6 +197,7 @@ pub fn set(o: Options) {
     CUDA.store(o.cuda, Ordering::Relaxed);
     CUDA_MAX_CACHED.store(o.cuda_max_cached, Ordering::Relaxed);
     CUDA_IDLE_MS.store(o.cuda_idle_ms, Ordering::Relaxed);
+    GIVE_BACK_AFTER.store(o.give_back_after, Ordering::Relaxed);
     crate::region::mode_changed(o.region);
 }
 
@@ -249,6 +267,11 @@ pub fn init_from_env() -> Options {
             None => warn(b"RESIZEALLOC_CUDA_IDLE_MS", v, b"5000"),
         }
     }
+    size_opt(
+        c"RESIZEALLOC_GIVE_BACK_AFTER",
+        b"RESIZEALLOC_GIVE_BACK_AFTER",
+        &mut o.give_back_after,
+    );
     set(o);
     get()
 }

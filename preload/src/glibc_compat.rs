@@ -292,12 +292,15 @@ pub fn sample_next_free(p: *mut c_void) {
     // its free chunks, so that one `malloc_trim` gives them back in a few `madvise` calls.
     // Trimmed while the frees go on, every look re-walked and every trim re-`madvise`d
     // thousands of fragments (7,484 `madvise` calls for a 250 MB phase freed in random order,
-    // 14% of its time). Frees that go on for `GIVE_BACK_PATIENCE` more bytes with no allocation
-    // in between give back from here.
+    // 14% of its time). Frees that go on for `RESIZEALLOC_GIVE_BACK_AFTER` more bytes (1 GiB)
+    // with no allocation in between give back from here. (At 256 MiB, a 500 MB phase freed in
+    // random order gave back halfway through its frees: the trim `madvise`d thousands of
+    // fragments, glibc's coalescing then faulted some of them in again, and the phase took
+    // 1.13-1.17x glibc's time, against 1.00x when the give-back waited for the next allocation.)
     let asked = GIVE_BACK_ASKED_AT.load(Ordering::Relaxed);
     if asked == 0 {
         GIVE_BACK_ASKED_AT.store(freed, Ordering::Relaxed);
-    } else if freed.saturating_sub(asked) >= GIVE_BACK_PATIENCE {
+    } else if freed.saturating_sub(asked) >= resizealloc::options::give_back_after() as u64 {
         give_back();
     }
 }
@@ -305,9 +308,6 @@ pub fn sample_next_free(p: *mut c_void) {
 /// `NEXT_FREED` when process mode asked for a give-back that has not run yet; 0: none pending.
 /// (`NEXT_FREED` is at least 32 MiB by then, never 0.)
 static GIVE_BACK_ASKED_AT: AtomicU64 = AtomicU64::new(0);
-/// Bytes freed to the next allocator after a give-back was asked for, with no allocation in
-/// between, after which `free` itself gives back.
-const GIVE_BACK_PATIENCE: u64 = 8 * NEXT_FREE_LIMIT as u64;
 
 /// Runs the give-back process mode asked for, if one is pending: called where allocation
 /// resumes (the predicted path's general case, which samples and probes reach from every

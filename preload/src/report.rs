@@ -195,5 +195,7 @@ pub fn options_banner(o: &resizealloc::options::Options) {
         .bytes(o.max_arena as u64)
         .text(" reserve=")
         .bytes(o.reserve as u64)
+        .text(" give_back_after=")
+        .bytes(o.give_back_after as u64)
         .print();
 }

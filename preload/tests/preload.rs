@@ -105,6 +105,7 @@ fn a_freed_phase_goes_back_from_the_frees_and_at_the_next_allocation() {
         &[
             ("RESIZEALLOC_REGION", "process"),
             ("RESIZEALLOC_MAX_SIZE", "1"),
+            ("RESIZEALLOC_GIVE_BACK_AFTER", "256M"),
         ],
     );
     assert_ok(&out, "give_back.c");

@@ -1,7 +1,8 @@
 /* Process mode gives a freed phase of the next allocator's memory back: at the next allocation
  * once the frees are over, or from the frees themselves when they go on long enough with no
  * allocation in between (glibc_compat.rs, `sample_next_free`). Run with RESIZEALLOC_REGION=process
- * and RESIZEALLOC_MAX_SIZE=1, so that every block of 4-64 KiB goes to glibc.
+ * and RESIZEALLOC_MAX_SIZE=1, so that every block of 4-64 KiB goes to glibc, and with
+ * RESIZEALLOC_GIVE_BACK_AFTER=256M (the default, 1G, is more than this phase frees).
  *
  * 400 MiB of blocks, a small block kept above them (glibc alone would keep all 400 MiB: it
  * returns memory only from the top of its heap), then every block freed in random order with
