@@ -1085,7 +1085,12 @@ mod model {
     }
 
     proptest! {
-        #![proptest_config(ProptestConfig { cases: 128, ..ProptestConfig::default() })]
+        // 128 cases in the test suite; `PROPTEST_CASES=5000` for a deeper run (75 s in release
+        // with `--features check-invariants`), as after a change to the arena.
+        #![proptest_config(ProptestConfig {
+            cases: std::env::var("PROPTEST_CASES").ok().and_then(|v| v.parse().ok()).unwrap_or(128),
+            ..ProptestConfig::default()
+        })]
         #[test]
         fn arena_matches_a_shadow_model(ops in proptest::collection::vec(op(), 1..400), recycle in any::<bool>()) {
             let a = arena(ArenaConfig { initial_capacity: GRANULE, recycle, ..Default::default() });
