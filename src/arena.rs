@@ -313,6 +313,10 @@ pub enum Predicted {
     Block(*mut u8),
     /// A long site's request: the next allocator serves it.
     Next,
+    /// A long site's small request in process mode (an arena that recycles, a size up to
+    /// `slab::MAX_SMALL`): the small-block heap serves it (or, when it has no memory, the next
+    /// allocator).
+    Small,
     /// Neither: take [`Arena::alloc_predicted_general`], which decides from scratch.
     General,
 }
@@ -2608,7 +2612,7 @@ impl Arena {
         // SAFETY: forwarded obligations.
         match unsafe { self.try_alloc_predicted_fast(size, align, site, zeroed) } {
             Predicted::Block(p) => return p,
-            Predicted::Next => return ptr::null_mut(),
+            Predicted::Next | Predicted::Small => return ptr::null_mut(),
             Predicted::General => {}
         }
         // SAFETY: forwarded obligations.
@@ -2644,6 +2648,10 @@ impl Arena {
             self.alloc_clock.set(clock);
             self.probe_countdown.set(n - 1);
             self.bytes_routed_away.add(size as u64);
+            if self.recycle && size <= crate::slab::MAX_SMALL {
+                // Process mode's small-block heap: nothing for `note_sent_to_next` to count.
+                return Predicted::Small;
+            }
             self.note_sent_to_next(size);
             return Predicted::Next;
         }

@@ -227,6 +227,22 @@ pub fn alloc_small(size: usize) -> *mut u8 {
     unsafe { slab::alloc(h, slab::class_of(size)) }
 }
 
+/// [`alloc_small`] from the thread's cache of the size's class alone: null when the size is not
+/// a small one, the thread has no heap yet, or the cache is empty (then [`alloc_small`] does
+/// the rest). Calls nothing, so a caller that inlines it needs no stack frame for it.
+#[inline(always)]
+pub fn alloc_small_cached(size: usize) -> *mut u8 {
+    if size.wrapping_sub(1) >= slab::MAX_SMALL {
+        return ptr::null_mut();
+    }
+    let h = region::slab_heap();
+    if h.is_null() {
+        return ptr::null_mut();
+    }
+    // SAFETY: the calling thread's own heap; the class of a size in 1..=MAX_SMALL is in range.
+    unsafe { slab::alloc_cached(h, slab::class_of(size)) }
+}
+
 /// Where a request the predictor routed away from the arena goes: in process mode, a small one
 /// to the small-block heap ([`alloc_small`]); null means the next allocator. Process mode only:
 /// there every allocation outside the arena would otherwise go to the next allocator, while with

@@ -489,17 +489,31 @@ pub fn class_of(size: usize) -> usize {
 /// `heap` is the calling thread's heap (from [`acquire_heap`]); `class < CLASSES`.
 #[inline(always)]
 pub unsafe fn alloc(heap: *mut Heap, class: usize) -> *mut u8 {
-    // SAFETY: the calling thread owns `heap` and its current pages (the sentinel's free list is
-    // always null, so it is never written).
+    // SAFETY: forwarded obligations.
+    let b = unsafe { alloc_cached(heap, class) };
+    if !b.is_null() {
+        return b;
+    }
+    // SAFETY: as above.
+    unsafe { alloc_from_page(heap, class) }
+}
+
+/// [`alloc`] from the thread's cache of the class alone: null when it is empty (nothing changed
+/// then). Calls nothing.
+///
+/// # Safety
+/// As [`alloc`].
+#[inline(always)]
+pub unsafe fn alloc_cached(heap: *mut Heap, class: usize) -> *mut u8 {
+    // SAFETY: the calling thread owns `heap`.
     unsafe {
         let tc = &(*heap).cache[class];
         let b = tc.head.get();
         if !b.is_null() {
             tc.head.set((*b).next);
             tc.count.set(tc.count.get() - 1);
-            return b as *mut u8;
         }
-        alloc_from_page(heap, class)
+        b as *mut u8
     }
 }
 

@@ -81,7 +81,7 @@ pub(crate) extern "C" fn malloc_at(size: usize, site: usize) -> *mut c_void {
         }
         router::Route::Next => real::malloc(size),
         router::Route::Check => malloc_slow(size, site),
-        router::Route::Predict => malloc_predicted(size, site),
+        router::Route::Predict => malloc_predicted(size.max(1), site),
     }
 }
 
@@ -96,15 +96,37 @@ fn malloc_slow(size: usize, site: usize) -> *mut c_void {
 }
 
 /// Process mode (and regions that leave blocks behind): the predictor picks the side. The
-/// common case calls nothing (so needs no stack frame); the rest is one tail call.
+/// common cases call nothing (so need no stack frame); the rest is one tail call. `size >= 1`.
 #[inline(never)]
 fn malloc_predicted(size: usize, site: usize) -> *mut c_void {
-    // SAFETY: size at least 1.
-    match unsafe { router::try_alloc_predicted_fast(size.max(1), site) } {
+    // SAFETY: size at least 1 (the caller's obligation).
+    match unsafe { router::try_alloc_predicted_fast(size, site) } {
         Predicted::Block(p) => p as *mut c_void,
+        Predicted::Small => malloc_small(size),
         Predicted::Next => malloc_routed_away(size),
         Predicted::General => malloc_predicted_general(size, site),
     }
+}
+
+/// A small request of a long site in process mode: the thread's cache of its class in the
+/// small-block heap, else one tail call to the rest of the heap (and the next allocator when
+/// the heap has no memory).
+#[inline(always)]
+fn malloc_small(size: usize) -> *mut c_void {
+    let p = router::alloc_small_cached(size);
+    if !p.is_null() {
+        return p as *mut c_void;
+    }
+    malloc_small_uncached(size)
+}
+
+#[inline(never)]
+fn malloc_small_uncached(size: usize) -> *mut c_void {
+    let p = router::alloc_small(size);
+    if !p.is_null() {
+        return p as *mut c_void;
+    }
+    real::malloc(size)
 }
 
 /// A block the predictor sent away from the arena: in process mode the small-block heap for
