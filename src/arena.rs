@@ -2069,7 +2069,14 @@ impl Arena {
     #[inline]
     pub fn reset(&self) {
         self.flush_uncounted();
-        if !self.quiet_reset() && !self.quiet_predicting_reset() {
+        // Each quiet path asks for its own side of `predicting` first: one test picks the one
+        // that may apply (a predicting region's end skipped a dozen failing checks before).
+        let quiet = if self.predicting.get() {
+            self.quiet_predicting_reset()
+        } else {
+            self.quiet_reset()
+        };
+        if !quiet {
             self.reset_general();
         }
     }

@@ -103,7 +103,9 @@ fn malloc_predicted(size: usize, site: usize) -> *mut c_void {
     match unsafe { router::try_alloc_predicted_fast(size, site) } {
         Predicted::Block(p) => p as *mut c_void,
         Predicted::Small => malloc_small(size),
-        Predicted::Next => malloc_routed_away(size),
+        // The arena answers `Small` for everything the small-block heap would take, so this is
+        // the next allocator's (markers mode's predicting regions, large requests).
+        Predicted::Next => real::malloc(size),
         Predicted::General => malloc_predicted_general(size, site),
     }
 }
