@@ -122,6 +122,8 @@ fn malloc_small(size: usize) -> *mut c_void {
     malloc_small_uncached(size)
 }
 
+/// [`malloc_small`] past the thread's cache: the class's page (or a new page, or the thread's
+/// first heap), else the next allocator.
 #[inline(never)]
 fn malloc_small_uncached(size: usize) -> *mut c_void {
     let p = router::alloc_small(size);
