@@ -1660,17 +1660,24 @@ impl Arena {
         let link = unsafe { *((hdr + 8) as *const usize) };
         self.top.set(hdr);
         self.below_top.set(link);
-        // `link` is 0 or a header of the run below `hdr` (`below_top`'s invariant): committed
-        // memory of ours. The callers keep `uncounted <= hdr`.
-        // SAFETY: as just said; atomic, because another thread may be freeing that block (it
-        // writes the tag with Release).
-        if link != 0
-            && word_tag(unsafe { (*(link as *const AtomicUsize)).load(Ordering::Relaxed) })
-                == TAG_FREED
-        {
+        // SAFETY: `link` is 0 or a header of the run below `hdr` (`below_top`'s invariant):
+        // committed memory of ours. The callers keep `uncounted <= hdr`.
+        if link != 0 && unsafe { Self::owner_freed(link) } {
             // SAFETY: as above.
             unsafe { self.release_freed_below(link) };
         }
+    }
+
+    /// Whether the header at `hdr` says its owner freed the block. Atomic: another thread may
+    /// be freeing that block (it writes the tag with Release).
+    ///
+    /// # Safety
+    /// `hdr` is a block header in committed memory of this arena.
+    #[inline(always)]
+    unsafe fn owner_freed(hdr: usize) -> bool {
+        // SAFETY: caller's obligation.
+        let word = unsafe { (*(hdr as *const AtomicUsize)).load(Ordering::Relaxed) };
+        word_tag(word) == TAG_FREED
     }
 
     /// [`Arena::release_top`] went back to a block whose tag says its owner freed it already:
@@ -1688,12 +1695,9 @@ impl Arena {
             // caller or below): its link is a plain block's (owner frees of sampled blocks clear
             // theirs) and nobody else writes either word now.
             let below = unsafe { *((hdr + 8) as *const usize) };
-            if below < run_start
-                // SAFETY: `below` is a header of the run below `hdr` (the links' invariant), so
-                // committed memory; atomic for a concurrent remote free, as in `release_top`.
-                || word_tag(unsafe { (*(below as *const AtomicUsize)).load(Ordering::Relaxed) })
-                    != TAG_FREED
-            {
+            // SAFETY: `below` is a header of the run below `hdr` (the links' invariant), so
+            // committed memory.
+            if below < run_start || !unsafe { Self::owner_freed(below) } {
                 break below;
             }
             hdr = below;
@@ -2655,8 +2659,7 @@ impl Arena {
             self.alloc_clock.set(clock);
             self.probe_countdown.set(n - 1);
             self.bytes_routed_away.add(size as u64);
-            if self.recycle && size <= crate::slab::MAX_SMALL {
-                // Process mode's small-block heap: nothing for `note_sent_to_next` to count.
+            if self.small_heap_takes(size) {
                 return Predicted::Small;
             }
             self.note_sent_to_next(size);
@@ -2747,13 +2750,19 @@ impl Arena {
         1 + x % (2 * lifetime::SAMPLE_EVERY - 1)
     }
 
-    /// Counts `size` bytes sent to the next allocator, published process-wide in batches. In
-    /// process mode a small request sent away goes to the small-block heap instead
-    /// (`router::alloc_routed_away`), and is not counted: counted, the heap's allocations made
+    /// Process mode sends a long site's small request to the small-block heap
+    /// (`router::alloc_routed_away`, [`Predicted::Small`]), not to the next allocator.
+    #[inline(always)]
+    fn small_heap_takes(&self, size: usize) -> bool {
+        self.recycle && size <= crate::slab::MAX_SMALL
+    }
+
+    /// Counts `size` bytes sent to the next allocator, published process-wide in batches. A
+    /// request the small-block heap takes is not counted: counted, the heap's allocations made
     /// a freed glibc phase look reused, and it was never given back.
     #[inline]
     fn note_sent_to_next(&self, size: usize) {
-        if self.recycle && size <= crate::slab::MAX_SMALL {
+        if self.small_heap_takes(size) {
             return;
         }
         let n = self.sent_unpublished.get() + size as u64;

@@ -122,15 +122,12 @@ fn malloc_small(size: usize) -> *mut c_void {
     malloc_small_uncached(size)
 }
 
-/// [`malloc_small`] past the thread's cache: the class's page (or a new page, or the thread's
-/// first heap), else the next allocator.
+/// [`malloc_small`] past the thread's cache: the rest of the routed-away path (the class's
+/// page, a new page or the thread's first heap, else the next allocator), out of line so that
+/// [`malloc_predicted`] needs no stack frame for it.
 #[inline(never)]
 fn malloc_small_uncached(size: usize) -> *mut c_void {
-    let p = router::alloc_small(size);
-    if !p.is_null() {
-        return p as *mut c_void;
-    }
-    real::malloc(size)
+    malloc_routed_away(size)
 }
 
 /// A block the predictor sent away from the arena: in process mode the small-block heap for
