@@ -51,6 +51,12 @@ pub fn may_enter(resident_granules: usize, allowance: usize) -> bool {
     (resident_granules + 1).saturating_mul(GRANULE) <= allowance
 }
 
+/// True when `n` more granules keep the arena within `allowance`.
+#[inline]
+pub fn may_enter_many(resident_granules: usize, n: usize, allowance: usize) -> bool {
+    resident_granules.saturating_add(n).saturating_mul(GRANULE) <= allowance
+}
+
 /// After a purge the arena stays open only with an eighth of its allowance free, so that the
 /// next stop is some growth away (purges are also spaced by [`PURGE_SPACING`]). Memory pinned
 /// by long-lived blocks counts; the room left still serves a ring of short-lived ones.
