@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
-"""NumPy temporaries per step, four ways: plain (glibc), under resizealloc.region() without
-preload (the package's own arenas), under LD_PRELOAD=libresizealloc.so with region() calling
-its markers, and under LD_PRELOAD=libmimalloc.so (no regions). Also a pure-Python
+"""NumPy temporaries per step, five ways: plain (glibc), under resizealloc.region() without
+preload (the package's own arenas), the same after resizealloc.keep_numpy_handler() ("kept":
+regions then leave NumPy's handler in place), under LD_PRELOAD=libresizealloc.so with region()
+calling its markers, and under LD_PRELOAD=libmimalloc.so (no regions). Also a pure-Python
 allocation-heavy loop (dicts, lists, bytes), plain vs region().
 
 Each configuration runs in its own process (so that peak RSS, ru_maxrss, is its own), the
@@ -30,7 +31,7 @@ MIMALLOC = "/usr/lib/x86_64-linux-gnu/libmimalloc.so.2"
 SIZES = {"1K": 1 << 10, "64K": 64 << 10, "8M": 8 << 20, "64M": 64 << 20}
 # Steps per measurement, so that each takes about 0.2-1 s.
 STEPS = {"1K": 100000, "64K": 20000, "8M": 200, "64M": 20}
-CONFIGS = ["plain", "region", "preload", "mimalloc"]
+CONFIGS = ["plain", "region", "kept", "preload", "mimalloc"]
 
 
 def numpy_step(np, a, b):
@@ -46,14 +47,17 @@ def numpy_step(np, a, b):
 def child(config, size_name, reps):
     import numpy as np
 
-    use_region = config in ("region", "preload")
+    use_region = config in ("region", "kept", "preload")
     if use_region:
         import resizealloc
+
+        if config == "kept" and not resizealloc.keep_numpy_handler():
+            raise SystemExit("bench_numpy: keep_numpy_handler() kept nothing")
 
         region = resizealloc.region
         if config == "preload" and not resizealloc.preloaded():
             raise SystemExit("bench_numpy: preload configuration without the library preloaded")
-        if config == "region" and resizealloc.preloaded():
+        if config in ("region", "kept") and resizealloc.preloaded():
             raise SystemExit("bench_numpy: region configuration with the library preloaded")
     n = SIZES[size_name] // 8
     rng = np.random.default_rng(1)
@@ -179,16 +183,19 @@ def main():
 
     print("NumPy step (median of %d rounds x %d repetitions; us per step, peak RSS MiB)" % (args.rounds, args.reps))
     print("| array size | " + " | ".join("%s us" % c for c in configs) + " | "
-          + " | ".join("%s MiB" % c for c in configs) + " | plain/region | region/mimalloc | region RSS/plain |")
-    print("|---|" + "---:|" * (2 * len(configs) + 3))
+          + " | ".join("%s MiB" % c for c in configs) + " | plain/region | region/mimalloc | "
+          "plain/kept | kept/mimalloc | region RSS/plain |")
+    print("|---|" + "---:|" * (2 * len(configs) + 5))
+    nan = float("nan")
     for s in sizes:
         ts = [med(s, c, 0) for c in configs]
         rs = [med(s, c, 1) for c in configs]
         tp, tr = med(s, "plain", 0), med(s, "region", 0)
-        tm = med(s, "mimalloc", 0) if "mimalloc" in configs else float("nan")
-        print("| %s | %s | %s | %.2fx | %.2fx | %.2fx |" % (
+        tk = med(s, "kept", 0) if "kept" in configs else nan
+        tm = med(s, "mimalloc", 0) if "mimalloc" in configs else nan
+        print("| %s | %s | %s | %.2fx | %.2fx | %.2fx | %.2fx | %.2fx |" % (
             s, " | ".join("%.3g" % t for t in ts), " | ".join("%.1f" % r for r in rs),
-            tp / tr, tr / tm, med(s, "region", 1) / med(s, "plain", 1)))
+            tp / tr, tr / tm, tp / tk, tk / tm, med(s, "region", 1) / med(s, "plain", 1)))
     if not args.no_pure:
         tp, tr = med("pure", "plain", 0), med("pure", "region", 0)
         print()

@@ -36,7 +36,8 @@ cc -O2 -Wall -o target/demo/demo_app scripts/demo_app.c -ldl
 echo
 "$PY" scripts/demo_run.py "$LIB" "$PY" target/demo/demo_app
 # 4. NumPy through the Python package (python/, installed into target/py by setup.sh), when
-#    NumPy is there: plain, region() without preload, preloaded library + region(), mimalloc.
+#    NumPy is there: plain, region() without preload (NumPy's handler set per block, and kept),
+#    preloaded library + region(), mimalloc.
 if target/py/bin/python -c 'import numpy, resizealloc' 2>/dev/null; then
   echo
   echo "== 4. NumPy temporaries per step (scripts/bench_numpy.py; us per step and peak RSS MiB, one round)"

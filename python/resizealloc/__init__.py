@@ -17,7 +17,16 @@ from dataclasses import dataclass, fields
 from typing import Any, Callable, TypeVar
 
 from . import _native
-from ._native import preloaded, preloaded_path, region, region_begin, region_depth, region_end, trim
+from ._native import (
+    keep_numpy_handler,
+    preloaded,
+    preloaded_path,
+    region,
+    region_begin,
+    region_depth,
+    region_end,
+    trim,
+)
 
 __all__ = [
     "region",
@@ -28,6 +37,7 @@ __all__ = [
     "trim",
     "preloaded",
     "preloaded_path",
+    "keep_numpy_handler",
     "Stats",
     "ThreadStats",
     "ProcessStats",

@@ -199,6 +199,16 @@ fn preloaded_path() -> Option<String> {
     backend::preloaded().map(|p| p.path.clone())
 }
 
+/// Keeps the NumPy handler of regions installed in the calling context (thread, task or copied
+/// context), so that each region starts and ends without setting NumPy's handler. Outside
+/// regions the kept handler forwards everything to the one it wraps. False where there is
+/// nothing to keep: the library is preloaded (its `malloc` serves NumPy already), or NumPy is
+/// not imported yet or has no memory handlers (before 1.22).
+#[pyfunction]
+fn keep_numpy_handler(py: Python<'_>) -> bool {
+    backend::preloaded().is_none() && numpy_mem::keep(py)
+}
+
 /// True once Python's raw allocator is wrapped (own arenas only).
 #[pyfunction]
 fn raw_wrapper_installed() -> bool {
@@ -253,6 +263,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(preloaded, m)?)?;
     m.add_function(wrap_pyfunction!(preloaded_path, m)?)?;
     m.add_function(wrap_pyfunction!(raw_wrapper_installed, m)?)?;
+    m.add_function(wrap_pyfunction!(keep_numpy_handler, m)?)?;
     m.add_function(wrap_pyfunction!(_owns, m)?)?;
     m.add("NUMPY_HANDLER_NAME", numpy_mem::HANDLER_NAME)?;
     Ok(())

@@ -284,6 +284,38 @@ fn install(table: *const *const c_void) -> usize {
     old as usize
 }
 
+/// Installs the wrapper of the current handler in the calling context for good (own arenas):
+/// regions then find it in place and neither set nor restore a handler. True when the current
+/// handler is a wrapper afterwards; false when NumPy is not imported or has no handlers.
+///
+/// Outside regions the wrapper is the handler it wraps (every allocation and free goes to it),
+/// so arrays behave as before; `get_handler_name()` reports the wrapper. What it saves:
+/// `PyDataMem_SetHandler` sets a context variable, which copies a node of the context's map
+/// and makes a token, about 2,000 instructions; a region sets one at its start and one at its
+/// end, a quarter of a 1 KiB NumPy step (scripts/bench_numpy.py).
+pub fn keep(py: Python<'_>) -> bool {
+    let Some(table) = api(py) else {
+        return false;
+    };
+    let old = install(table);
+    if old != 0 {
+        // SAFETY: the reference `install` returned; nothing will restore it.
+        unsafe { ffi::Py_DECREF(old as *mut ffi::PyObject) };
+    }
+    let (_, get) = handler_fns(table);
+    // SAFETY: GIL held (`py`); a new reference or null with an error set.
+    let cur = unsafe { get() };
+    if cur.is_null() {
+        // SAFETY: GIL held.
+        unsafe { ffi::PyErr_Clear() };
+        return false;
+    }
+    let ours = is_ours(cur);
+    // SAFETY: the reference `get` returned.
+    unsafe { ffi::Py_DECREF(cur) };
+    ours
+}
+
 /// Region end (own arenas): restores the handler its start replaced, unless the block
 /// installed a handler of its own.
 pub fn exit(py: Python<'_>) {

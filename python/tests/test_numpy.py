@@ -151,6 +151,43 @@ def test_region_in_a_copied_context_leaves_the_outer_context_alone():
     assert get_handler_name() == base
 
 
+def test_kept_handler_stays_between_regions_and_forwards_outside_them():
+    # keep_numpy_handler() installs the wrapper for good in the calling context (a copied one
+    # here, so the other tests keep NumPy's own handler): regions then set nothing, and arrays
+    # made outside them come from the wrapped handler, not the arena.
+    import contextvars
+
+    base = get_handler_name()
+
+    def in_ctx():
+        assert resizealloc.keep_numpy_handler()
+        kept = get_handler_name()
+        outside = np.ones(BIG)
+        with region():
+            inside = np.arange(BIG, dtype=np.float64) * 2.0
+            during = get_handler_name()
+        after = get_handler_name()
+        assert resizealloc.keep_numpy_handler()  # idempotent: no wrapper of the wrapper
+        served = owns(inside)
+        inside.resize(2 * BIG, refcheck=False)  # realloc of an arena block, outside the region
+        return kept, during, after, owns(outside), served, float(inside[BIG - 1]), float(inside[BIG])
+
+    got = contextvars.copy_context().run(in_ctx)
+    assert got == (HANDLER, HANDLER, HANDLER, False, True, 2.0 * (BIG - 1), 0.0)
+    assert get_handler_name() == base  # the outer context never saw it
+
+
+def test_keep_numpy_handler_without_numpy():
+    from conftest import run_py
+
+    # NumPy not imported: nothing to keep, and no import behind the caller's back.
+    p = run_py("""
+        import sys, resizealloc
+        print(resizealloc.keep_numpy_handler(), "numpy" in sys.modules)
+    """)
+    assert p.stdout.split() == ["False", "False"], p.stdout + p.stderr
+
+
 def test_small_arrays_in_a_fresh_process():
     from conftest import run_py
 
