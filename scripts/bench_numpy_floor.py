@@ -7,9 +7,10 @@ see scripts/memcpy_alias.c). No allocator can make the step faster than this, so
 bounds the speed-up any allocator can give over plain glibc.
 
 Two floors: one buffer from NumPy (glibc: small pages), and one mapped with mmap and advised onto
-transparent huge pages (MADV_HUGEPAGE, 2 MiB aligned), as the arena advises a large capacity: for
-the 8 and 64 MiB steps the second is the bound, since TLB misses cost more there than any
-allocation saves.
+transparent huge pages (MADV_HUGEPAGE, 2 MiB aligned), as the arena advises a large capacity;
+the table's ratio uses the faster. For arrays past the caches (8 and 64 MiB) this is no bound:
+the floor's eight distinct buffers (80 MiB at 8 MiB) are a larger working set than the
+allocators' step, whose freed temporaries come back at the same addresses.
 
     target/py/bin/python scripts/bench_numpy_floor.py [--rounds 3]
 """
