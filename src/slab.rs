@@ -698,6 +698,23 @@ unsafe fn collect(pg: *mut Page) -> u32 {
     }
 }
 
+/// [`collect`] when the page's free list is empty, which takes the blocks without a walk;
+/// otherwise they wait on `thread_free` (still counted in `used`) until the free list runs
+/// empty, when the allocation path collects them. For an adopted page: appending them to its
+/// free list walked every block other threads freed to it, a cache miss each (server
+/// benchmark: half of the small-block heap's allocation time).
+///
+/// # Safety
+/// The caller owns `pg`.
+unsafe fn collect_when_free_is_empty(pg: *mut Page) {
+    // SAFETY: the caller owns the page.
+    unsafe {
+        if (*pg).free.get().is_null() {
+            collect(pg);
+        }
+    }
+}
+
 /// `used - 1` for a block going back, aborting (as glibc does) when nothing was in use: the
 /// program freed a block twice.
 fn checked_release(used: u32) -> u32 {
@@ -919,10 +936,12 @@ unsafe fn detach(pg: *mut Page, owner: usize, b: *mut Block) -> bool {
         {
             return false;
         }
+        // Other threads' frees first: a full page's free list is empty, so they become it
+        // without a walk over their cold blocks; then `b` on top.
+        collect(pg);
         (*b).next = (*pg).free.get();
         (*pg).free.set(b);
         (*pg).used.set(checked_release((*pg).used.get()));
-        collect(pg);
         park_abandoned(&ab, pg);
     }
     true
@@ -971,8 +990,9 @@ fn settle_abandoned(pg: *mut Page) {
     }
 }
 
-/// Takes an abandoned page of `class` for `heap`, with other threads' frees collected; null
-/// when there is none. The page is on no list yet.
+/// Takes an abandoned page of `class` for `heap`, with other threads' frees collected when its free
+/// list is empty (see [`collect_when_free_is_empty`]); null when there is none. The page is on no
+/// list yet.
 ///
 /// # Safety
 /// The calling thread owns `heap`.
@@ -989,7 +1009,7 @@ unsafe fn adopt(heap: *mut Heap, class: usize) -> *mut Page {
         (*pg).abandoned.set(false);
         (*pg).heap.store(heap as usize, Ordering::SeqCst);
         drop(ab);
-        collect(pg);
+        collect_when_free_is_empty(pg);
     }
     PAGES_ADOPTED.fetch_add(1, Ordering::Relaxed);
     pg
