@@ -966,8 +966,10 @@ unsafe fn park_abandoned(ab: &Abandoned, pg: *mut Page) {
     }
 }
 
-/// After other threads' frees to an abandoned page may have emptied it: takes its
-/// `thread_free` into its counts, and gives the page back once nothing in it is live.
+/// After other threads' frees to an abandoned page may have emptied it: counts its
+/// `thread_free` list against `used`, and gives the page back once nothing in it is live. The
+/// list itself stays where it is (appending it to the page's free list walked its cold
+/// blocks, under the lock): whoever adopts the page takes it when its free list runs out.
 #[cold]
 #[inline(never)]
 fn settle_abandoned(pg: *mut Page) {
@@ -978,10 +980,16 @@ fn settle_abandoned(pg: *mut Page) {
         if !(*pg).abandoned.get() {
             return;
         }
-        collect(pg);
+        // Acquire pairs with the frees' push: every use of the blocks on the list happened
+        // before the page can be given back below.
+        let waiting = ((*pg).thread_free.load(Ordering::Acquire) >> TF_COUNT_SHIFT) as u32;
         let used = (*pg).used.get();
-        if used != 0 {
-            (*pg).settle_hint.store(used, Ordering::Relaxed);
+        if waiting > used {
+            double_free();
+        }
+        let live = used - waiting;
+        if live != 0 {
+            (*pg).settle_hint.store(live, Ordering::Relaxed);
             return;
         }
         ab.lists[(*pg).class.get() as usize].remove(pg);
