@@ -209,6 +209,37 @@ fn overflow_past_the_slot_spills_and_counts_in_the_high_water() {
 }
 
 #[test]
+fn a_large_zeroed_block_over_written_memory_reads_as_zero() {
+    // From 32 MiB, `alloc_zeroed` gives the whole pages of what the arena handed out before back
+    // to the kernel instead of writing them, and writes only the partial pages at the ends.
+    for recycle in [false, true] {
+        let a = arena(ArenaConfig {
+            recycle,
+            ..ArenaConfig::default()
+        });
+        let size = (40 << 20) + 1234;
+        let first = alloc(a, size, 16);
+        assert!(!first.is_null());
+        // SAFETY: a live block of `size` bytes.
+        unsafe { std::ptr::write_bytes(first, 0xab, size) };
+        free(a, first);
+        if !recycle {
+            a.reset();
+        }
+        // SAFETY: owner thread, size >= 1, power-of-two align.
+        let again = unsafe { a.alloc_zeroed(size, 16) };
+        assert_eq!(
+            again, first,
+            "recycle {recycle}: the same memory, which was written"
+        );
+        // SAFETY: a live block of `size` bytes.
+        let s = unsafe { std::slice::from_raw_parts(again, size) };
+        assert!(s.iter().all(|&x| x == 0), "recycle {recycle}: a dirty byte");
+        a.check_invariants().unwrap();
+    }
+}
+
+#[test]
 fn impossible_requests_spill_without_skewing_the_peak() {
     let a = arena(ArenaConfig::default());
     assert!(

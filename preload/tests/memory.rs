@@ -319,7 +319,8 @@ fn phase_markers_mode() {
     assert_phase(Allocator::Markers);
 }
 
-/// calloc(1, 128 MiB), two bytes written, freed.
+/// calloc(1, 128 MiB), two bytes written, freed; then 20 rounds of the same with 64 MiB over the
+/// memory the last round wrote (an allocator that clears it by writing faults in all 64 MiB).
 #[test]
 fn calloc_process_mode() {
     assert_bound("calloc", &["0.25"], Allocator::Process);

@@ -25,6 +25,7 @@ OWN = [
     ("phase", "rss_after_kib", "phase: RSS after steady work, MiB", False),
     ("phase", "steady_ops_per_s", "phase: steady k ops/s", True),
     ("grow", "steps_per_s", "grow: k realloc steps/s", True),
+    ("calloc", "repeat_per_s", "calloc: 256 MiB callocs/s, memory reused", True),
 ]
 
 
@@ -151,7 +152,7 @@ if own:
     print("| figure | " + " | ".join(allocs) + " |")
     print("|---|" + "---:|" * len(allocs))
     for p, m, label, hi in own:
-        div = 1000.0 if m.endswith("_per_s") else MIB
+        div = 1000.0 if m.endswith("_per_s") and m != "repeat_per_s" else 1.0 if m == "repeat_per_s" else MIB
         row = [label]
         for a in allocs:
             v = median(p, a, lambda ru, mm: mm.get(m))
