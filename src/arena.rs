@@ -563,7 +563,8 @@ const CLEAR_BY_DISCARD_FROM: usize = 32 << 20;
 
 /// Zeroes `len` bytes at `p`, from [`CLEAR_BY_DISCARD_FROM`] on by giving the whole pages back
 /// (`madvise(MADV_DONTNEED)`: private anonymous memory then reads as zero) and writing only the
-/// partial pages at the ends.
+/// partial pages at the ends, unless most of them are resident: writing memory the program keeps
+/// using costs less than faulting it back in (a region that callocs and fills 64 MiB a step).
 ///
 /// # Safety
 /// `[p, p + len)` is part of a block of the arena's committed memory that the caller took and has
@@ -572,10 +573,12 @@ unsafe fn clear_fresh_block(p: *mut u8, len: usize) {
     if len >= CLEAR_BY_DISCARD_FROM {
         let (start, end) = (p as usize, p as usize + len);
         let (lo, hi) = (align_up(start, os::PAGE), end & !(os::PAGE - 1));
-        // SAFETY: whole pages of committed memory inside the block, which nothing else uses
-        // (caller's obligation); the discard leaves them mapped, reading as zero. Refused (locked
-        // memory), it changed nothing, and the whole range is written below.
-        if unsafe { os::discard(lo, hi - lo) } {
+        // SAFETY (both calls): whole pages of committed memory inside the block, which nothing
+        // else uses (caller's obligation); the discard leaves them mapped, reading as zero.
+        // Refused (locked memory), it changed nothing, and the whole range is written below.
+        let mostly_resident =
+            unsafe { os::resident_sixteenths(lo, hi - lo) }.is_none_or(|r| r >= 8);
+        if !mostly_resident && unsafe { os::discard(lo, hi - lo) } {
             // SAFETY: the partial pages at both ends, inside the block.
             unsafe {
                 ptr::write_bytes(p, 0, lo - start);

@@ -114,6 +114,48 @@ pub unsafe fn discard(addr: usize, len: usize) -> bool {
     ok
 }
 
+/// About how much of `[addr, addr + len)` is resident, in sixteenths: `mincore` over four
+/// windows of up to 64 pages spread across the range (four system calls, whatever its size).
+/// A heuristic for choosing between writing memory and giving it back; `None` when the kernel
+/// refused. The program's `errno` is left alone.
+///
+/// # Safety
+/// The range is page aligned and lies inside a mapping made by [`reserve`].
+pub unsafe fn resident_sixteenths(addr: usize, len: usize) -> Option<usize> {
+    const WINDOW: usize = 64;
+    let pages = len / PAGE;
+    if pages == 0 {
+        return Some(0);
+    }
+    let per = pages.min(WINDOW);
+    let mut status = [0u8; WINDOW];
+    let (mut seen, mut resident) = (0, 0);
+    // SAFETY: errno's location is always valid for the calling thread.
+    let saved = unsafe { *libc::__errno_location() };
+    let mut ok = true;
+    for k in 0..4 {
+        let first = (pages - per) * k / 3;
+        // SAFETY: `per` pages from page `first` lie in the range (caller's obligation);
+        // `status` holds one byte per page. mincore reads page tables only.
+        if unsafe {
+            libc::mincore(
+                (addr + first * PAGE) as *mut libc::c_void,
+                per * PAGE,
+                status.as_mut_ptr(),
+            )
+        } != 0
+        {
+            ok = false;
+            break;
+        }
+        resident += status[..per].iter().filter(|&&b| b & 1 != 0).count();
+        seen += per;
+    }
+    // SAFETY: as above.
+    unsafe { *libc::__errno_location() = saved };
+    ok.then(|| resident * 16 / seen)
+}
+
 /// Returns `[addr, addr + len)` to the reserved, inaccessible state: no pages, no commit charge.
 /// Returns `false`, and leaves the range as it was, when the pages cannot be discarded (see
 /// [`discard`]): a range that keeps old contents must not come back as "fresh".

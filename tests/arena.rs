@@ -211,8 +211,9 @@ fn overflow_past_the_slot_spills_and_counts_in_the_high_water() {
 #[test]
 fn a_large_zeroed_block_over_written_memory_reads_as_zero() {
     // From 32 MiB, `alloc_zeroed` gives the whole pages of what the arena handed out before back
-    // to the kernel instead of writing them, and writes only the partial pages at the ends.
-    for recycle in [false, true] {
+    // to the kernel instead of writing them, and writes only the partial pages at the ends;
+    // unless most of those pages are resident, which it writes. Both, in both arena modes.
+    for (recycle, sparse) in [(false, false), (false, true), (true, false), (true, true)] {
         let a = arena(ArenaConfig {
             recycle,
             ..ArenaConfig::default()
@@ -220,8 +221,16 @@ fn a_large_zeroed_block_over_written_memory_reads_as_zero() {
         let size = (40 << 20) + 1234;
         let first = alloc(a, size, 16);
         assert!(!first.is_null());
-        // SAFETY: a live block of `size` bytes.
-        unsafe { std::ptr::write_bytes(first, 0xab, size) };
+        if sparse {
+            // Both ends and a byte per MiB: few pages resident, so they go back.
+            for at in (0..size).step_by(1 << 20).chain([1, size - 1]) {
+                // SAFETY: inside a live block of `size` bytes.
+                unsafe { *first.add(at) = 0xab };
+            }
+        } else {
+            // SAFETY: a live block of `size` bytes.
+            unsafe { std::ptr::write_bytes(first, 0xab, size) };
+        }
         free(a, first);
         if !recycle {
             a.reset();
@@ -234,7 +243,10 @@ fn a_large_zeroed_block_over_written_memory_reads_as_zero() {
         );
         // SAFETY: a live block of `size` bytes.
         let s = unsafe { std::slice::from_raw_parts(again, size) };
-        assert!(s.iter().all(|&x| x == 0), "recycle {recycle}: a dirty byte");
+        assert!(
+            s.iter().all(|&x| x == 0),
+            "recycle {recycle}, sparse {sparse}: a dirty byte"
+        );
         a.check_invariants().unwrap();
     }
 }

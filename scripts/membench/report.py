@@ -26,6 +26,7 @@ OWN = [
     ("phase", "steady_ops_per_s", "phase: steady k ops/s", True),
     ("grow", "steps_per_s", "grow: k realloc steps/s", True),
     ("calloc", "repeat_per_s", "calloc: 256 MiB callocs/s, memory reused", True),
+    ("calloc", "filled_per_s", "calloc: 64 MiB callocs/s, each filled", True),
 ]
 
 
@@ -152,7 +153,7 @@ if own:
     print("| figure | " + " | ".join(allocs) + " |")
     print("|---|" + "---:|" * len(allocs))
     for p, m, label, hi in own:
-        div = 1000.0 if m.endswith("_per_s") and m != "repeat_per_s" else 1.0 if m == "repeat_per_s" else MIB
+        div = 1.0 if m in ("repeat_per_s", "filled_per_s") else 1000.0 if m.endswith("_per_s") else MIB
         row = [label]
         for a in allocs:
             v = median(p, a, lambda ru, mm: mm.get(m))
