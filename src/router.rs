@@ -346,6 +346,22 @@ pub unsafe fn usable_size(p: *mut u8) -> usize {
 /// Blocks that `realloc` must move and that are at least this large leave the arena.
 pub const LARGE_REALLOC: usize = 4 << 20;
 
+/// The size a block that `realloc` must move to grow gets: half as much again as it had, when
+/// that is more than asked for (and the block stays in the arena), so that a buffer grown in
+/// small steps while other blocks land behind it moves a logarithmic number of times, not once
+/// per step. A string grown 16 bytes at a time to 4 MiB, a small block allocated every 16
+/// steps, copied 4 MiB sixteen thousand times (3 s to minutes, glibc 21 ms). Later growth
+/// within the slack keeps the block where it is (see [`realloc_owned`]).
+fn moved_size(old: usize, new_size: usize) -> usize {
+    // (Not past what stays in the arena: the growth after that moves the block out, once.)
+    let grown = old.saturating_add(old / 2).min(LARGE_REALLOC - 1);
+    if new_size > old && grown > new_size {
+        grown
+    } else {
+        new_size
+    }
+}
+
 /// Reallocates the arena block `p` for a caller at `site` (0 when unknown).
 /// `fallback_alloc(size, align)` is the next allocator.
 /// Returns null (and leaves `p` untouched) when no memory can be had.
@@ -366,9 +382,14 @@ pub unsafe fn realloc_owned(
     let inside = region::in_arena_region(ts);
     // SAFETY: `p` is live.
     let old = unsafe { arena.usable_size(p) };
+    let aligned = (p as usize).is_multiple_of(align.max(MIN_ALIGN));
+    if mine && aligned && new_size <= old && new_size >= old / 2 {
+        // Within the block, and not half of it: it stays as it is (the slack a move gave it
+        // serves the next growth; see `moved_size`).
+        return p;
+    }
     // Shrink in place always (nothing moves, whole granules go back); grow in place only
     // inside a region: outside, an escaped buffer should leave the arena.
-    let aligned = (p as usize).is_multiple_of(align.max(MIN_ALIGN));
     let in_place = mine && aligned && (inside || new_size <= old);
     // SAFETY: our own arena on its owner thread (checked first); `p` is live.
     if in_place && unsafe { arena.try_resize_in_place(p, new_size) } {
@@ -380,10 +401,11 @@ pub unsafe fn realloc_owned(
     let mut q = if new_size >= LARGE_REALLOC {
         ptr::null_mut()
     } else {
-        // SAFETY: caller's obligations on size and align.
-        let q = unsafe { alloc_fast(new_size, align) };
+        let size = moved_size(old, new_size);
+        // SAFETY: caller's obligations on size and align (`size >= new_size >= 1`).
+        let q = unsafe { alloc_fast(size, align) };
         if q.is_null() {
-            alloc_slow_at(new_size, align, site)
+            alloc_slow_at(size, align, site)
         } else {
             q
         }

@@ -86,6 +86,17 @@ fn routing_changes_mid_run_lose_nothing() {
 }
 
 #[test]
+fn a_buffer_appended_to_between_allocations_moves_a_logarithmic_number_of_times() {
+    for mode in ["process", "markers"] {
+        let out = preloaded(
+            Command::new(compile("realloc_append")),
+            &[("RESIZEALLOC_REGION", mode)],
+        );
+        assert_ok(&out, &format!("realloc_append.c ({mode} mode)"));
+    }
+}
+
+#[test]
 fn arenas_of_exited_threads_are_handed_on_without_losing_a_block() {
     // Waves of short threads keep blocks that a long-lived thread frees while the next wave
     // adopts (process mode) or reuses (both modes) the exited threads' arenas.
