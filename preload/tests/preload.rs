@@ -97,6 +97,12 @@ fn a_buffer_appended_to_between_allocations_moves_a_logarithmic_number_of_times(
 }
 
 #[test]
+fn sparsely_touched_regions_of_large_blocks_stay_small() {
+    let out = preloaded(Command::new(compile("sparse_regions")), &[]);
+    assert_ok(&out, "sparse_regions.c");
+}
+
+#[test]
 fn arenas_of_exited_threads_are_handed_on_without_losing_a_block() {
     // Waves of short threads keep blocks that a long-lived thread frees while the next wave
     // adopts (process mode) or reuses (both modes) the exited threads' arenas.
