@@ -103,6 +103,17 @@ fn sparsely_touched_regions_of_large_blocks_stay_small() {
 }
 
 #[test]
+fn large_blocks_freed_by_another_thread_give_their_pages_back_at_once() {
+    for mode in ["process", "markers"] {
+        let out = preloaded(
+            Command::new(compile("cross_big")),
+            &[("RESIZEALLOC_REGION", mode)],
+        );
+        assert_ok(&out, &format!("cross_big.c ({mode} mode)"));
+    }
+}
+
+#[test]
 fn arenas_of_exited_threads_are_handed_on_without_losing_a_block() {
     // Waves of short threads keep blocks that a long-lived thread frees while the next wave
     // adopts (process mode) or reuses (both modes) the exited threads' arenas.
