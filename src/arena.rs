@@ -564,6 +564,23 @@ unsafe impl Sync for Arena {}
 /// which unmaps such blocks on free: 38 MiB).
 const REMOTE_DISCARD_FROM: usize = 1 << 20;
 
+/// Gives the whole pages of the block `[p, p + size)` back to the kernel.
+///
+/// # Safety
+/// The block is live, the caller frees it, and nothing has published the free yet: nobody reuses
+/// its memory meanwhile.
+#[cold]
+#[inline(never)]
+unsafe fn discard_freed_block(p: usize, size: usize) {
+    let (lo, hi) = (align_up(p, os::PAGE), (p + size) & !(os::PAGE - 1));
+    if hi > lo {
+        // SAFETY: whole pages strictly inside the block (its header lies before `lo`), which the
+        // program gives up: the owner reuses none of it before the counts say it is free, and a
+        // freed block's contents do not matter. Refused, nothing changed.
+        let _ = unsafe { os::discard(lo, hi - lo) };
+    }
+}
+
 /// A `calloc` that would clear this much memory the arena handed out before gives its pages
 /// back to the kernel instead, which hands them out zeroed when they are touched. The marks that
 /// say what may hold old contents are coarse (everything below the highest top of the run): a
@@ -1900,11 +1917,8 @@ impl Arena {
             self.learn_from_free(p, w);
         }
         if size >= REMOTE_DISCARD_FROM {
-            let (lo, hi) = (align_up(p, os::PAGE), (p + size) & !(os::PAGE - 1));
-            // SAFETY: whole pages strictly inside the block (its header lies before `lo`), which
-            // the program gives up: the owner reuses none of it before the counts below say it
-            // is free, and a freed block's contents do not matter. Refused, nothing changed.
-            let _ = unsafe { os::discard(lo, hi - lo) };
+            // SAFETY: a live block of ours that this thread frees, before the counts say so.
+            unsafe { discard_freed_block(p, size) };
         }
         // SAFETY: validated live header; only this thread frees this block. Atomic, because the
         // owner may read the tag of a crossing block at any time (`crossing_last`).
