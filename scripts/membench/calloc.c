@@ -12,6 +12,31 @@
  */
 #include "membench.h"
 
+/* `rounds` callocs of `size` bytes, each in a region, checked zero where the last one wrote,
+ * then written (both ends, or whole when `fill`) and freed; returns callocs per second. */
+static double callocs_per_s(size_t size, long rounds, int fill) {
+    double t = mb_now();
+    for (long r = 0; r < rounds; r++) {
+        mb_region_begin();
+        unsigned char *volatile q = calloc(1, size);
+        if (!q) {
+            fprintf(stderr, "membench: calloc(1, %zu) returned NULL\n", size);
+            exit(2);
+        }
+        if (q[0] || q[1] || q[size / 3] || q[size / 2] || q[size - 1])
+            mb_corrupt("reused calloc memory not zero", (uint64_t)r, (void *)q, 0);
+        if (fill) {
+            memset((void *)q, (int)(r + 1), size);
+        } else {
+            q[0] = 1;
+            q[size - 1] = 2;
+        }
+        free((void *)q);
+        mb_region_end();
+    }
+    return (double)rounds / (mb_now() - t);
+}
+
 int main(int argc, char **argv) {
     double scale = mb_scale(argc, argv);
     mb_init();
@@ -35,44 +60,16 @@ int main(int argc, char **argv) {
     double one_shot_s = mb_now() - t0;
 
     long rounds = argc > 2 ? atol(argv[2]) : 20;
-    size_t half = n / 2;
-    double t1 = mb_now();
-    for (long r = 0; r < rounds; r++) {
-        mb_region_begin();
-        unsigned char *volatile q = calloc(1, half);
-        if (!q) {
-            fprintf(stderr, "membench: calloc(1, %zu) returned NULL\n", half);
-            return 2;
-        }
-        /* The last round wrote both ends: they must read as zero again. */
-        if (q[0] || q[1] || q[half / 2] || q[half - 1])
-            mb_corrupt("reused calloc memory not zero", (uint64_t)r, (void *)q, 0);
-        q[0] = 1;
-        q[half - 1] = 2;
-        free((void *)q);
-        mb_region_end();
+    /* 256 MiB x scale, both ends written: each block lies over the memory the last one wrote. */
+    double sparse = callocs_per_s(n / 2, rounds, 0);
+    /* 64 MiB x scale, each block written whole (a buffer cleared and filled every step):
+     * clearing memory the program keeps using by writing it is cheaper than giving it back
+     * and faulting it in again. */
+    double filled = callocs_per_s(n / 8, rounds, 1);
+    if (rounds > 0) {
+        mb_metric("repeat_per_s", sparse);
+        mb_metric("filled_per_s", filled);
     }
-    if (rounds > 0) mb_metric("repeat_per_s", (double)rounds / (mb_now() - t1));
-
-    /* Then the same rounds at 64 MiB x scale, each block written whole (a buffer cleared and
-     * filled every step): clearing memory the program keeps using by writing it is cheaper
-     * than giving it back and faulting it in again. */
-    size_t quarter = n / 8;
-    double t2 = mb_now();
-    for (long r = 0; r < rounds; r++) {
-        mb_region_begin();
-        unsigned char *volatile q = calloc(1, quarter);
-        if (!q) {
-            fprintf(stderr, "membench: calloc(1, %zu) returned NULL\n", quarter);
-            return 2;
-        }
-        if (q[0] || q[quarter / 3] || q[quarter - 1])
-            mb_corrupt("reused calloc memory not zero", (uint64_t)r, (void *)q, 0);
-        memset((void *)q, (int)(r + 1), quarter);
-        free((void *)q);
-        mb_region_end();
-    }
-    if (rounds > 0) mb_metric("filled_per_s", (double)rounds / (mb_now() - t2));
     printf("result calloc bytes %zu rounds %ld\n", n, rounds);
     mb_finish(one_shot_s); /* elapsed_s: the one huge block alone */
     return 0;

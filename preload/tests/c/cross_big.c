@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "resizealloc.h"
+#include "rss.h"
 
 #define CHECK(c, msg) do { if (!(c)) { fprintf(stderr, "FAIL: %s (%s:%d)\n", msg, __FILE__, __LINE__); exit(1); } } while (0)
 #define BLOCK (32u << 20)
@@ -22,17 +23,6 @@ static int done;
 static pthread_mutex_t freed_mu = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t freed_cv = PTHREAD_COND_INITIALIZER;
 static int freed; /* blocks the other thread has freed */
-
-static long status_kib(const char *key) {
-    char line[256];
-    long v = -1;
-    FILE *f = fopen("/proc/self/status", "r");
-    if (!f) return -1;
-    while (fgets(line, sizeof line, f))
-        if (!strncmp(line, key, strlen(key))) v = atol(line + strlen(key) + 1);
-    fclose(f);
-    return v;
-}
 
 static void *freer(void *arg) {
     (void)arg;

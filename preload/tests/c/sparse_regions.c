@@ -6,20 +6,10 @@
 #include <stdlib.h>
 #include <string.h>
 #include "resizealloc.h"
+#include "rss.h"
 
 #define CHECK(c, msg) do { if (!(c)) { fprintf(stderr, "FAIL: %s (%s:%d)\n", msg, __FILE__, __LINE__); exit(1); } } while (0)
 #define MIB (1u << 20)
-
-static long status_kib(const char *key) {
-    char line[256];
-    long v = -1;
-    FILE *f = fopen("/proc/self/status", "r");
-    if (!f) return -1;
-    while (fgets(line, sizeof line, f))
-        if (!strncmp(line, key, strlen(key))) v = atol(line + strlen(key) + 1);
-    fclose(f);
-    return v;
-}
 
 int main(void) {
     for (int round = 0; round < 4; round++) {
