@@ -572,7 +572,7 @@ const REMOTE_DISCARD_FROM: usize = 1 << 20;
 #[cold]
 #[inline(never)]
 unsafe fn discard_freed_block(p: usize, size: usize) {
-    let (lo, hi) = (align_up(p, os::PAGE), (p + size) & !(os::PAGE - 1));
+    let (lo, hi) = whole_pages(p, p + size);
     if hi > lo {
         // SAFETY: whole pages strictly inside the block (its header lies before `lo`), which the
         // program gives up: the owner reuses none of it before the counts say it is free, and a
@@ -601,7 +601,7 @@ const CLEAR_BY_DISCARD_FROM: usize = 32 << 20;
 unsafe fn clear_fresh_block(p: *mut u8, len: usize) {
     if len >= CLEAR_BY_DISCARD_FROM {
         let (start, end) = (p as usize, p as usize + len);
-        let (lo, hi) = (align_up(start, os::PAGE), end & !(os::PAGE - 1));
+        let (lo, hi) = whole_pages(start, end);
         // SAFETY (both calls): whole pages of committed memory inside the block, which nothing
         // else uses (caller's obligation); the discard leaves them mapped, reading as zero.
         // Refused (locked memory), it changed nothing, and the whole range is written below.
@@ -618,6 +618,12 @@ unsafe fn clear_fresh_block(p: *mut u8, len: usize) {
     }
     // SAFETY: caller's obligation.
     unsafe { ptr::write_bytes(p, 0, len) };
+}
+
+/// The whole pages inside `[start, end)`: `lo..hi`, empty (`hi <= lo`) when there is none.
+#[inline]
+fn whole_pages(start: usize, end: usize) -> (usize, usize) {
+    (align_up(start, os::PAGE), end & !(os::PAGE - 1))
 }
 
 #[inline(always)]
@@ -2449,38 +2455,10 @@ impl Arena {
         end: usize,
         units: impl Fn(usize) -> u64,
         crossing: impl Fn(usize) -> Option<usize>,
-        f: impl FnMut(usize, u64, bool),
-    ) {
-        self.walk_granules_around(end, (0, 0), units, crossing, f)
-    }
-
-    /// [`Arena::walk_granules`], told that the granules of `empty` (addresses, granule
-    /// aligned) hold no block and lie inside none: it reports them with no units, uncovered,
-    /// without reading their counts (the table pages under a large freed block were never
-    /// written, and each read of one costs a page fault).
-    fn walk_granules_around(
-        &self,
-        end: usize,
-        empty: (usize, usize),
-        units: impl Fn(usize) -> u64,
-        crossing: impl Fn(usize) -> Option<usize>,
         mut f: impl FnMut(usize, u64, bool),
     ) {
-        let (skip_lo, skip_hi) = (
-            self.granule(empty.0.max(self.slot_base)),
-            self.granule(empty.1.max(self.slot_base)),
-        );
         let mut covered_to = 0; // (granule 0 holds the metadata: no block covers it)
-        let (mut g, end) = (self.granule(self.data_start), self.granule(end));
-        while g < end {
-            if g == skip_lo && skip_lo < skip_hi {
-                while g < skip_hi.min(end) {
-                    debug_assert!(units(g) == 0 && g > covered_to, "a block in an empty range");
-                    f(g, 0, false);
-                    g += 1;
-                }
-                continue;
-            }
+        for g in self.granule(self.data_start)..self.granule(end) {
             let n = units(g);
             f(g, n, g <= covered_to);
             if n != 0 {
@@ -2488,7 +2466,6 @@ impl Arena {
                     covered_to = covered_to.max(last);
                 }
             }
-            g += 1;
         }
     }
 
@@ -2507,18 +2484,31 @@ impl Arena {
         self.give_back_around(from, keep_lo, keep_hi, self.run_tail());
     }
 
-    /// [`Arena::give_back`], told that the granules of `empty` hold no block and lie inside
-    /// none (see [`Arena::walk_granules_around`]).
+    /// [`Arena::give_back`], told that the granules of `empty` (addresses, granule aligned) hold
+    /// no block and lie inside none.
     fn give_back_around(&self, from: usize, keep_lo: usize, keep_hi: usize, empty: (usize, usize)) {
         self.flush_uncounted();
         let committed_end = self.committed_end.get();
-        // Past `used_end` no block ever started: only `touched` says anything there.
-        let counted_end = align_up(self.used_end.get(), GRANULE).min(committed_end);
+        // No block lies in `empty`, and none ever started past `used_end`: their counts are not
+        // read (the table pages under a large freed block were never written, and each read of
+        // one costs a page fault).
+        let (empty_lo, empty_hi) = (
+            self.granule(empty.0.max(self.slot_base)),
+            self.granule(empty.1.max(self.slot_base)),
+        );
+        let counted_end = self.granule(align_up(self.used_end.get(), GRANULE));
+        let live = |g: usize| {
+            if g >= counted_end || (empty_lo..empty_hi).contains(&g) {
+                debug_assert_eq!(self.live(g), 0, "a block in a granule known empty");
+                0
+            } else {
+                self.live_when_counted(g)
+            }
+        };
+        let crossing = |g| self.crossing_last(g);
         let mut last_kept_end = from;
         let mut batch_from: Option<usize> = None;
-        let live = |g| self.live_when_counted(g);
-        let crossing = |g| self.crossing_last(g);
-        let mut visit = |g: usize, units: u64, covered: bool| {
+        self.walk_granules(committed_end, live, crossing, |g, units, covered| {
             let addr = self.slot_base + (g << GRANULE_SHIFT);
             if addr < from {
                 return;
@@ -2535,11 +2525,7 @@ impl Arena {
             if keep {
                 last_kept_end = addr + GRANULE;
             }
-        };
-        self.walk_granules_around(counted_end, empty, live, crossing, &mut visit);
-        for g in self.granule(counted_end)..self.granule(committed_end) {
-            visit(g, 0, false);
-        }
+        });
         if let Some(start) = batch_from {
             self.discard_granules(start, committed_end);
         }
