@@ -85,15 +85,17 @@ fn routing_changes_mid_run_lose_nothing() {
     assert_ok(&out, "routing.c");
 }
 
+/// Runs `tests/c/<name>.c` preloaded in process mode and in markers mode; each run must pass.
+fn assert_ok_in_both_modes(name: &str) {
+    for mode in ["process", "markers"] {
+        let out = preloaded(Command::new(compile(name)), &[("RESIZEALLOC_REGION", mode)]);
+        assert_ok(&out, &format!("{name}.c ({mode} mode)"));
+    }
+}
+
 #[test]
 fn a_buffer_appended_to_between_allocations_moves_a_logarithmic_number_of_times() {
-    for mode in ["process", "markers"] {
-        let out = preloaded(
-            Command::new(compile("realloc_append")),
-            &[("RESIZEALLOC_REGION", mode)],
-        );
-        assert_ok(&out, &format!("realloc_append.c ({mode} mode)"));
-    }
+    assert_ok_in_both_modes("realloc_append");
 }
 
 #[test]
@@ -104,26 +106,14 @@ fn sparsely_touched_regions_of_large_blocks_stay_small() {
 
 #[test]
 fn large_blocks_freed_by_another_thread_give_their_pages_back_at_once() {
-    for mode in ["process", "markers"] {
-        let out = preloaded(
-            Command::new(compile("cross_big")),
-            &[("RESIZEALLOC_REGION", mode)],
-        );
-        assert_ok(&out, &format!("cross_big.c ({mode} mode)"));
-    }
+    assert_ok_in_both_modes("cross_big");
 }
 
 #[test]
 fn arenas_of_exited_threads_are_handed_on_without_losing_a_block() {
     // Waves of short threads keep blocks that a long-lived thread frees while the next wave
     // adopts (process mode) or reuses (both modes) the exited threads' arenas.
-    for mode in ["process", "markers"] {
-        let out = preloaded(
-            Command::new(compile("handover")),
-            &[("RESIZEALLOC_REGION", mode)],
-        );
-        assert_ok(&out, &format!("handover.c ({mode} mode)"));
-    }
+    assert_ok_in_both_modes("handover");
 }
 
 #[test]
