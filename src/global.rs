@@ -2,13 +2,18 @@
 //!
 //! Inside a region, allocations go to the thread's resize arena; outside, and whenever the arena
 //! declines (size bounds, no memory), they go to the wrapped allocator (`System` by default).
-//! `dealloc` and `realloc` accept a pointer from either side, on any thread, at any time: one
-//! range check tells them apart.
+//! In process mode small requests go to the small-block heap (slab.rs) instead, as in
+//! `libresizealloc.so`. `dealloc` and `realloc` accept a pointer from any side, on any thread,
+//! at any time: range checks tell them apart.
 
 use core::alloc::{GlobalAlloc, Layout};
 use std::alloc::System;
 
 use crate::router;
+
+/// The alignment of every small-block heap block (its classes are multiples of 16 bytes, from a
+/// 16-byte aligned start in each page).
+const SMALL_HEAP_ALIGN: usize = 16;
 
 /// A global allocator that serves region allocations from per-thread resize arenas and
 /// everything else from `A`.
@@ -44,8 +49,49 @@ impl<A: GlobalAlloc> ResizeAlloc<A> {
         if !p.is_null() {
             return p;
         }
+        let p = Self::alloc_small_heap(layout);
+        if !p.is_null() {
+            return p;
+        }
         // SAFETY: the GlobalAlloc caller's layout, forwarded.
         unsafe { self.next.alloc(layout) }
+    }
+
+    /// A block from the small-block heap, in process mode, for a small request it can align
+    /// (its blocks are 16-byte aligned); null otherwise.
+    #[inline]
+    fn alloc_small_heap(layout: Layout) -> *mut u8 {
+        if layout.align() > SMALL_HEAP_ALIGN {
+            return core::ptr::null_mut();
+        }
+        router::alloc_routed_away(layout.size().max(1))
+    }
+
+    /// `realloc` of a small-block heap block: kept while the new size fits its class, else
+    /// moved to wherever `alloc` sends the new layout.
+    ///
+    /// # Safety
+    /// `ptr` is a live small-block heap block that the caller gives up on success.
+    #[inline(never)]
+    unsafe fn realloc_small(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
+        // SAFETY: a live small-block heap block (obligation).
+        let old = unsafe { router::usable_size_small(ptr) };
+        if new_size <= old && new_size >= old / 2 {
+            return ptr;
+        }
+        // SAFETY: GlobalAlloc::realloc's contract: the new layout is valid.
+        let new_layout = unsafe { Layout::from_size_align_unchecked(new_size, layout.align()) };
+        // SAFETY: a valid layout (above).
+        let q = unsafe { self.alloc(new_layout) };
+        if !q.is_null() {
+            // SAFETY: both blocks are live, distinct and at least `min(old, new_size)` long;
+            // the caller gives `ptr` up.
+            unsafe {
+                core::ptr::copy_nonoverlapping(ptr, q, old.min(new_size));
+                router::free_small(ptr);
+            }
+        }
+        q
     }
 
     /// Arena blocks `dealloc`'s inlined fast path declined: other threads' blocks, multi-granule
@@ -94,6 +140,12 @@ unsafe impl<A: GlobalAlloc> GlobalAlloc for ResizeAlloc<A> {
         if !p.is_null() {
             return p;
         }
+        let p = Self::alloc_small_heap(layout);
+        if !p.is_null() {
+            // SAFETY: a fresh block of at least `layout.size()` bytes (its blocks are reused).
+            unsafe { p.write_bytes(0, layout.size()) };
+            return p;
+        }
         // SAFETY: forwarded contract.
         unsafe { self.next.alloc_zeroed(layout) }
     }
@@ -103,6 +155,10 @@ unsafe impl<A: GlobalAlloc> GlobalAlloc for ResizeAlloc<A> {
         // One range check first: outside regions nearly every block is `next`'s, and the
         // pass-through path should cost no more than that.
         if !router::owns(ptr) {
+            if router::owns_small(ptr) {
+                // SAFETY: a live small-block heap block the caller frees.
+                return unsafe { router::free_small(ptr) };
+            }
             // SAFETY: not ours, so it came from `next` with this layout.
             return unsafe { self.next.dealloc(ptr, layout) };
         }
@@ -123,6 +179,10 @@ unsafe impl<A: GlobalAlloc> GlobalAlloc for ResizeAlloc<A> {
                     next.alloc(Layout::from_size_align_unchecked(size, align))
                 })
             };
+        }
+        if router::owns_small(ptr) {
+            // SAFETY: a live small-block heap block; on success the caller gives it up.
+            return unsafe { self.realloc_small(ptr, layout, new_size.max(1)) };
         }
         // SAFETY: not ours, so it came from `next`, with this layout.
         unsafe { self.next.realloc(ptr, layout, new_size) }

@@ -678,9 +678,10 @@ pub fn outside_regions<R>(f: impl FnOnce() -> R) -> R {
 }
 
 /// Gives memory the calling thread's arena does not need back to the kernel, and the warm
-/// memory kept by arenas of exited threads.
+/// memory kept by arenas of exited threads and by the small-block heap's page pool.
 pub fn trim() {
     reservation::trim_unowned();
+    slab::trim_warm();
     let a = state().arena.get();
     if !a.is_null() {
         // SAFETY: our own arena.

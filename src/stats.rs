@@ -91,7 +91,7 @@ pub struct MemoryStats {
     pub sites_long_now: u64,
 }
 
-/// The small-block heap (see `slab.rs`), where process mode sends small long-lived blocks.
+/// The small-block heap (see `slab.rs`), where process mode sends every small block.
 /// Appended last, like [`MemoryStats`].
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 #[repr(C)]

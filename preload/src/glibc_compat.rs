@@ -310,13 +310,19 @@ pub fn sample_next_free(p: *mut c_void) {
 static GIVE_BACK_ASKED_AT: AtomicU64 = AtomicU64::new(0);
 
 /// Runs the give-back process mode asked for, if one is pending: called where allocation
-/// resumes (the predicted path's general case, which samples and probes reach from every
-/// site). One relaxed load when none is.
+/// resumes (the predicted path's general case, which samples and probes reach from every site
+/// of a size the arena may serve, and every small request). One relaxed load when none is.
 #[inline(always)]
 pub fn run_pending_give_back() {
-    if GIVE_BACK_ASKED_AT.load(Ordering::Relaxed) != 0 {
+    if give_back_pending() {
         give_back();
     }
+}
+
+/// Whether a give-back is pending (one relaxed load).
+#[inline(always)]
+pub fn give_back_pending() -> bool {
+    GIVE_BACK_ASKED_AT.load(Ordering::Relaxed) != 0
 }
 
 /// Reads the next allocator's figures (`mallinfo2` walks its free chunks) and, when it holds

@@ -110,11 +110,17 @@ fn malloc_predicted(size: usize, site: usize) -> *mut c_void {
     }
 }
 
-/// A small request of a long site in process mode: the thread's cache of its class in the
-/// small-block heap, else one tail call to the rest of the heap (and the next allocator when
-/// the heap has no memory).
+/// A small request in process mode: the thread's cache of its class in the small-block heap,
+/// else one tail call to the rest of the heap (and the next allocator when the heap has no
+/// memory).
 #[inline(always)]
 fn malloc_small(size: usize) -> *mut c_void {
+    // Small requests never take the predictor's general path, where a pending give-back
+    // otherwise runs: a program that goes on with small blocks only after freeing a phase to
+    // the next allocator runs it here (one load while none is pending).
+    if crate::glibc_compat::give_back_pending() {
+        return malloc_small_uncached(size);
+    }
     let p = router::alloc_small_cached(size);
     if !p.is_null() {
         return p as *mut c_void;
@@ -122,11 +128,12 @@ fn malloc_small(size: usize) -> *mut c_void {
     malloc_small_uncached(size)
 }
 
-/// [`malloc_small`] past the thread's cache: the rest of the routed-away path (the class's
-/// page, a new page or the thread's first heap, else the next allocator), out of line so that
-/// [`malloc_predicted`] needs no stack frame for it.
+/// [`malloc_small`] past the thread's cache: a pending give-back, then the rest of the
+/// routed-away path (the class's page, a new page or the thread's first heap, else the next
+/// allocator), out of line so that [`malloc_predicted`] needs no stack frame for it.
 #[inline(never)]
 fn malloc_small_uncached(size: usize) -> *mut c_void {
+    crate::glibc_compat::run_pending_give_back();
     malloc_routed_away(size)
 }
 

@@ -153,6 +153,15 @@ fn small_block_heap_under_stress() {
 }
 
 #[test]
+fn process_mode_sends_every_small_request_to_the_small_block_heap() {
+    let out = preloaded(
+        Command::new(compile("small_temporaries")),
+        &[("RESIZEALLOC_REGION", "process")],
+    );
+    assert_ok(&out, "small_temporaries.c");
+}
+
+#[test]
 fn small_block_heap_double_free_aborts() {
     use std::os::unix::process::ExitStatusExt;
     for how in ["cached", "page"] {

@@ -1,5 +1,6 @@
 /* Prints what the environment made of the markers: region allocations for a marked region,
- * for unmarked code, and for a small and a large block. */
+ * for unmarked code, and for a small and a large block. The small one is above the 1 KiB that
+ * process mode sends to the small-block heap, whatever the site. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -13,10 +14,10 @@ static unsigned long long allocs(void) {
 
 int main(void) {
     unsigned long long a0 = allocs();
-    void *unmarked = malloc(100);
+    void *unmarked = malloc(2000);
     unsigned long long a1 = allocs();
     resize_region_begin();
-    void *small = malloc(100);
+    void *small = malloc(2000);
     unsigned long long a2 = allocs();
     void *large = malloc(1 << 20);
     unsigned long long a3 = allocs();

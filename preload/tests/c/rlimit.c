@@ -8,10 +8,11 @@
 #define FAIL(msg) do { fprintf(stderr, "FAIL: %s\n", msg); return 1; } while (0)
 
 int main(void) {
-    /* Inside a region: the arena exists (process mode: every thread is in one). */
+    /* Inside a region: the arena exists (process mode: every thread is in one; blocks over
+     * 1 KiB, as process mode sends smaller ones to the small-block heap). */
     resize_region_begin();
     void *small[100];
-    for (int i = 0; i < 100; i++) { small[i] = malloc(1000); memset(small[i], i, 1000); }
+    for (int i = 0; i < 100; i++) { small[i] = malloc(2000); memset(small[i], i, 2000); }
     struct resize_stats s;
     resize_stats_get(&s, sizeof s);
     if (s.thread.region_allocs < 100) FAIL("regions got no arena under RLIMIT_AS");

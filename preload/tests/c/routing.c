@@ -1,6 +1,8 @@
 /* Process mode: the lifetime predictor changes where one allocation site's blocks go while the
  * program runs. Blocks from both sides (arena and next allocator) must survive everything:
- * frees on other threads, realloc, the exit of the thread that allocated them.
+ * frees on other threads, realloc, the exit of the thread that allocated them. Site A's blocks
+ * are over 1 KiB: smaller ones go to the small-block heap whatever their site, and its short
+ * temporaries are small, so blocks of all three sides meet here.
  *
  * Phase 1: site A keeps its blocks alive for a long time (a growing table): the predictor learns
  * it long and sends it to the next allocator. Phase 2: the same site makes short-lived blocks:
@@ -28,14 +30,14 @@ static void *producer(void *arg) {
     /* phase 1: long-lived blocks from site A, between short temporaries */
     for (size_t i = 0; i < N / 2; i++) {
         void *t = malloc(64 + i % 512);
-        sizes[i] = 24 + i % 200;
+        sizes[i] = 1040 + i % 300;
         blocks[i] = site_a(sizes[i]);
         fill(blocks[i], sizes[i], i);
         free(t);
     }
     /* phase 2: site A's blocks now die young; keep every 16th */
     for (size_t i = N / 2; i < N; i++) {
-        sizes[i] = 24 + i % 200;
+        sizes[i] = 1040 + i % 300;
         unsigned char *p = site_a(sizes[i]);
         fill(p, sizes[i], i);
         if (i % 16) {
