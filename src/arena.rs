@@ -152,6 +152,14 @@ pub const WARM_BYTES: usize = 512 << 10;
 /// the capacity (see `Arena::extend_ahead`).
 const RUN_AHEAD: usize = 3;
 
+/// Allocations through the predictor between two [`Arena::periodic_look`]s.
+const LOOK_EVERY: u32 = 4096;
+
+/// A free that empties this many granules at once gives them back at once, without
+/// `RESIZEALLOC_PURGE_DELAY_MS`: a block this large (32 MiB) is one glibc maps and unmaps by
+/// itself, so the program expects its memory back when it frees it.
+const PURGE_AT_ONCE_GRANULES: usize = CLEAR_BY_DISCARD_FROM >> GRANULE_SHIFT;
+
 /// Granules owner frees empty between two looks at the bound, at least.
 const EMPTIED_MIN: usize = 64;
 
@@ -484,6 +492,11 @@ pub struct Arena {
     turned_away: Cell<u32>,
     /// Granules owner frees may empty before the next look at the bound.
     emptied_left: Cell<usize>,
+    /// Allocations through the predictor until the next [`Arena::periodic_look`].
+    look_countdown: Cell<u32>,
+    /// Process mode: when free memory above the bound, which frees left, goes back (a
+    /// [`os::monotonic_ms`] time); 0 while none waits. See [`Arena::defer_purge`].
+    purge_at_ms: Cell<u64>,
     /// `remote_bytes` when the owner last looked at the bound.
     remote_seen: Cell<u64>,
     /// `alloc_clock` at the last purge that `purge_due` allowed, if `purged_once`.
@@ -823,6 +836,8 @@ impl Arena {
             dry_remote: Cell::new(0),
             turned_away: Cell::new(0),
             emptied_left: Cell::new(EMPTIED_MIN),
+            look_countdown: Cell::new(LOOK_EVERY),
+            purge_at_ms: Cell::new(0),
             remote_seen: Cell::new(0),
             last_purge_clock: Cell::new(0),
             purged_once: Cell::new(false),
@@ -1752,7 +1767,7 @@ impl Arena {
         unsafe { *(hdr as *mut u16) = TAG_FREED as u16 };
         // SAFETY: a live block of this arena, on the owner thread.
         let emptied = unsafe { self.uncount_block(hdr, p + size) };
-        if !self.lifo_release(hdr, p + size) && emptied != 0 {
+        if !self.lifo_release(hdr, p + size, emptied) && emptied != 0 {
             self.granules_emptied(emptied, hdr);
         }
         self.debug_check();
@@ -1873,11 +1888,19 @@ impl Arena {
         (last - first) + last_empty as usize
     }
 
-    /// LIFO: when the block `[hdr, end)` is the most recent one of the current run, its memory
-    /// goes back to the bump pointer at once (returns true).
+    /// LIFO: when the counted block `[hdr, end)`, just freed by its owner, is the most recent
+    /// one of the current run, its memory goes back to the bump pointer at once (returns
+    /// true). The caller reports the `emptied` granules of a block that does not (see
+    /// `granules_emptied`); of one that does, markers mode leaves them out (its region end
+    /// resizes), process mode reports them here (it has no region end, and a 200 MiB block
+    /// freed at the top of the run stayed resident; glibc unmaps it).
     #[inline(always)]
-    fn lifo_release(&self, hdr: usize, end: usize) -> bool {
+    fn lifo_release(&self, hdr: usize, end: usize, emptied: usize) -> bool {
         if align_up(end, MIN_ALIGN) == self.top.get() && hdr >= self.run_start.get() {
+            if emptied != 0 && self.recycle {
+                self.lifo_release_emptying(hdr, emptied);
+                return true;
+            }
             self.note_peak();
             // A counted block ended at `top`, so the uncounted range was empty.
             self.uncounted.set(hdr);
@@ -1888,6 +1911,20 @@ impl Arena {
             return true;
         }
         false
+    }
+
+    /// [`Arena::lifo_release`] of a process-mode block that emptied `emptied` granules: back to
+    /// the bump pointer, then the report. Out of line, so that the look at the bound the report
+    /// may make is no call in the middle of `free` (which gave every `free` a stack frame).
+    #[cold]
+    #[inline(never)]
+    fn lifo_release_emptying(&self, hdr: usize, emptied: usize) {
+        self.note_peak();
+        // As in `lifo_release`.
+        self.uncounted.set(hdr);
+        // SAFETY: as in `lifo_release`, whose checks the caller made.
+        unsafe { self.release_top(hdr) };
+        self.granules_emptied(emptied, hdr);
     }
 
     #[cold]
@@ -1939,7 +1976,7 @@ impl Arena {
         let hdr = hdr as usize;
         // SAFETY: a validated live block of this arena, on the owner thread.
         let emptied = unsafe { self.uncount_block(hdr, p + size) };
-        if !self.lifo_release(hdr, p + size) && emptied > 0 {
+        if !self.lifo_release(hdr, p + size, emptied) && emptied > 0 {
             self.granules_emptied(emptied, hdr);
         }
         self.debug_check();
@@ -2309,7 +2346,7 @@ impl Arena {
         self.alloc_clock.add(peak as u64);
         self.predictor_region_end();
         // Escapes may have left more resident memory than the bound allows.
-        self.look_at_bound();
+        self.look_at_bound(true);
         self.debug_check();
     }
 
@@ -2746,6 +2783,7 @@ impl Arena {
     /// back to the start of the arena as well, so that the memory it then keeps resident packs
     /// at the low end, where its laps begin.
     fn purge(&self) {
+        self.purge_at_ms.set(0);
         self.dry.set(false);
         self.note_peak();
         // The run's tail stays empty: the new run below starts empty (in it, or elsewhere).
@@ -2781,14 +2819,15 @@ impl Arena {
         let n = self.turned_away.get() + 1;
         self.turned_away.set(n);
         if n >= footprint::RECHECK_EVERY {
-            self.look_at_bound();
+            self.look_at_bound(true);
         }
         self.spill(size)
     }
 
-    /// Owner frees emptied `n` granules (not by LIFO): after a quarter of the resident granules
-    /// (at least 64), frees may have left more resident memory than the bound allows (a phase
-    /// ended).
+    /// Owner frees emptied `n` granules (not by LIFO, but in process mode, where the bump
+    /// pointer going back over a large block is no region end that resizes): after a quarter of
+    /// the resident granules (at least 64), frees may have left more resident memory than the
+    /// bound allows (a phase ended).
     #[inline(always)]
     fn granules_emptied(&self, n: usize, at: usize) {
         self.dry.set(false);
@@ -2799,7 +2838,7 @@ impl Arena {
         if left > n {
             self.emptied_left.set(left - n);
         } else {
-            self.look_at_bound();
+            self.look_at_bound(n >= PURGE_AT_ONCE_GRANULES);
         }
     }
 
@@ -2808,29 +2847,82 @@ impl Arena {
     fn look_at_remote_frees(&self) {
         let freed = self.remote_bytes() - self.remote_seen.get();
         if freed != 0 && freed as usize >= (self.resident() * GRANULE / 4).max(1 << 20) {
-            self.look_at_bound();
+            self.look_at_bound(false);
         }
     }
 
     /// Gives back free granules when the arena holds more than its bound allows, and reopens a
-    /// closed arena once it is well within it.
+    /// closed arena once it is well within it. In process mode the give-back waits
+    /// (`defer_purge`), unless `at_once` (a large block's free, a closed arena, a region end).
     #[cold]
     #[inline(never)]
-    fn look_at_bound(&self) {
+    fn look_at_bound(&self, at_once: bool) {
         self.flush_uncounted();
         self.dry.set(false);
-        self.emptied_left
-            .set((self.resident() / 4).max(EMPTIED_MIN));
         self.turned_away.set(0);
         self.remote_seen.set(self.remote_bytes());
         if self.resident() * GRANULE > self.allowance(0) && self.purge_may_find_more() {
-            self.purge();
+            if at_once || !self.recycle || self.closed.get() {
+                self.purge();
+            } else {
+                self.defer_purge();
+            }
         } else if self.closed.get() && self.purge_due() {
             // Free granules count against a closed arena until they are given back.
             self.purge();
         }
         if self.closed.get() && footprint::may_reopen(self.resident(), self.allowance(0)) {
             self.closed.set(false);
+        }
+        // A quarter of what is resident now, after any purge: counted before it, a purge of
+        // 200 MiB left the next 8 MiB of frees short of the next look.
+        self.emptied_left
+            .set((self.resident() / 4).max(EMPTIED_MIN));
+    }
+
+    /// Process mode: frees left more resident memory than the bound allows. The free granules
+    /// go back once they have stayed free `RESIZEALLOC_PURGE_DELAY_MS` (checked by
+    /// [`Arena::periodic_look`]), not at once: work that frees a large buffer and allocates it
+    /// again a few milliseconds later (a 24 MiB block per request between small temporaries)
+    /// then reuses its pages instead of faulting all of them in each time (4x glibc's time).
+    /// Growth never waits for it: the bound still stops the bump pointer before a granule that
+    /// is not resident, and gives back what is free there and then (`make_room`), so the peak
+    /// is what it was; what waits is only memory the program may want again.
+    #[cold]
+    fn defer_purge(&self) {
+        let delay = crate::options::purge_delay_ms() as u64;
+        if delay == 0 {
+            self.purge();
+        } else if self.purge_at_ms.get() == 0 {
+            self.purge_at_ms
+                .set(os::monotonic_ms().saturating_add(delay).max(1));
+        }
+    }
+
+    /// Every [`LOOK_EVERY`] allocations through the predictor (small ones included): in process
+    /// mode, runs the give-back that [`Arena::defer_purge`] made wait once its time has come, or
+    /// forgets it once the memory is in use again; and looks at the bound itself, for memory
+    /// that no free reported (blocks that went back to the bump pointer before they were ever
+    /// counted). Without it, a 200 MiB block freed at the top of the run stayed resident while
+    /// the thread went on with small blocks (glibc unmaps it).
+    #[cold]
+    #[inline(never)]
+    fn periodic_look(&self) {
+        self.look_countdown.set(LOOK_EVERY);
+        if !self.recycle {
+            return;
+        }
+        self.flush_uncounted();
+        if self.resident() * GRANULE <= self.allowance(0) || !self.purge_may_find_more() {
+            self.purge_at_ms.set(0);
+            return;
+        }
+        let at = self.purge_at_ms.get();
+        if at == 0 {
+            self.defer_purge();
+        } else if os::monotonic_ms() >= at {
+            self.purge_at_ms.set(0);
+            self.purge();
         }
     }
 
@@ -2860,12 +2952,13 @@ impl Arena {
         unsafe { self.alloc_predicted_general(size, align, site, zeroed) }
     }
 
-    /// The common cases of [`Arena::alloc_predicted`], calling nothing, when no sweep is due: a
-    /// long site's request goes to the next allocator (but for its probes), and a short site's
-    /// block under a page comes from the run (unless it is sampled, or `zeroed`: `calloc` takes
-    /// the general path, which knows what needs clearing). Anything else is
-    /// [`Predicted::General`], having changed nothing: the caller then takes the general path,
-    /// which decides from scratch.
+    /// The common cases of [`Arena::alloc_predicted`], calling nothing, when no sweep and no
+    /// periodic look is due: a small request goes to the small-block heap in process mode, a
+    /// long site's request to the next allocator (but for its probes), and a short site's block
+    /// under a page comes from the run (unless it is sampled, or `zeroed`: `calloc` takes the
+    /// general path, which knows what needs clearing). Anything else is [`Predicted::General`],
+    /// having changed nothing but the count to the next periodic look: the caller then takes the
+    /// general path, which decides from scratch.
     ///
     /// # Safety
     /// As [`Arena::alloc`].
@@ -2877,6 +2970,11 @@ impl Arena {
         site: usize,
         zeroed: bool,
     ) -> Predicted {
+        let looks_in = self.look_countdown.get();
+        if looks_in <= 1 {
+            return Predicted::General; // a periodic look is due
+        }
+        self.look_countdown.set(looks_in - 1);
         if self.small_heap_takes(size) {
             // Not on the allocation clock: small blocks never share the arena's laps, so bytes
             // of them between a block's birth and death say nothing about what it pins.
@@ -2925,6 +3023,9 @@ impl Arena {
         site: usize,
         zeroed: bool,
     ) -> *mut u8 {
+        if self.look_countdown.get() <= 1 {
+            self.periodic_look();
+        }
         if self.small_heap_takes(size) {
             return ptr::null_mut(); // the small-block heap's (see `try_alloc_predicted_fast`)
         }

@@ -74,6 +74,11 @@ pub const OPTIONS: &[OptionDesc] = &[
         description: "Process mode: when the program frees a phase to the next allocator, its free memory goes back to the kernel at the next allocation; frees that go on for this many bytes with no allocation in between give it back themselves (a smaller value returns memory sooner and costs the frees time: glibc re-walks its fragments while they are still being freed).",
     },
     OptionDesc {
+        name: "RESIZEALLOC_PURGE_DELAY_MS",
+        default: "100",
+        description: "Process mode: memory the program freed above the arena's bound goes back to the kernel once it has stayed free this long (at the thread's first allocations after that), so that work which frees and allocates it again in a loop does not fault it in each time; blocks of 32 MiB or more go back when freed. 0: at once.",
+    },
+    OptionDesc {
         name: "RESIZEALLOC_STATS",
         default: "0",
         description: "`1`: print a summary of the arenas on stderr at exit (preload library).",
@@ -117,6 +122,9 @@ pub struct Options {
     /// Process mode: bytes of frees to the next allocator, with no allocation in between, after
     /// which the frees themselves give a freed phase back.
     pub give_back_after: usize,
+    /// Process mode: how long freed memory above an arena's bound waits before it goes back
+    /// (milliseconds; 0: at once).
+    pub purge_delay_ms: usize,
 }
 
 impl Options {
@@ -133,6 +141,7 @@ impl Options {
         cuda_max_cached: usize::MAX,
         cuda_idle_ms: 5000,
         give_back_after: 1 << 30,
+        purge_delay_ms: 100,
     };
 }
 
@@ -148,6 +157,7 @@ static CUDA: AtomicBool = AtomicBool::new(true);
 static CUDA_MAX_CACHED: AtomicUsize = AtomicUsize::new(usize::MAX);
 static CUDA_IDLE_MS: AtomicUsize = AtomicUsize::new(5000);
 static GIVE_BACK_AFTER: AtomicUsize = AtomicUsize::new(Options::DEFAULT.give_back_after);
+static PURGE_DELAY_MS: AtomicUsize = AtomicUsize::new(Options::DEFAULT.purge_delay_ms);
 
 /// The options in force.
 pub fn get() -> Options {
@@ -169,6 +179,7 @@ pub fn get() -> Options {
         cuda_max_cached: CUDA_MAX_CACHED.load(Ordering::Relaxed),
         cuda_idle_ms: CUDA_IDLE_MS.load(Ordering::Relaxed),
         give_back_after: GIVE_BACK_AFTER.load(Ordering::Relaxed),
+        purge_delay_ms: PURGE_DELAY_MS.load(Ordering::Relaxed),
     }
 }
 
@@ -176,6 +187,12 @@ pub fn get() -> Options {
 #[inline]
 pub fn give_back_after() -> usize {
     GIVE_BACK_AFTER.load(Ordering::Relaxed)
+}
+
+/// `RESIZEALLOC_PURGE_DELAY_MS` alone (read when an arena defers a give-back).
+#[inline]
+pub fn purge_delay_ms() -> usize {
+    PURGE_DELAY_MS.load(Ordering::Relaxed)
 }
 
 /// `RESIZEALLOC_CUDA_IDLE_MS` alone (read at every synchronisation the hooks see).
@@ -198,6 +215,7 @@ pub fn set(o: Options) {
     CUDA_MAX_CACHED.store(o.cuda_max_cached, Ordering::Relaxed);
     CUDA_IDLE_MS.store(o.cuda_idle_ms, Ordering::Relaxed);
     GIVE_BACK_AFTER.store(o.give_back_after, Ordering::Relaxed);
+    PURGE_DELAY_MS.store(o.purge_delay_ms, Ordering::Relaxed);
     crate::region::mode_changed(o.region);
 }
 
@@ -272,6 +290,12 @@ pub fn init_from_env() -> Options {
         b"RESIZEALLOC_GIVE_BACK_AFTER",
         &mut o.give_back_after,
     );
+    if let Some(v) = env(c"RESIZEALLOC_PURGE_DELAY_MS") {
+        match parse_size(v) {
+            Some(n) => o.purge_delay_ms = n,
+            None => warn(b"RESIZEALLOC_PURGE_DELAY_MS", v, b"100"),
+        }
+    }
     set(o);
     get()
 }

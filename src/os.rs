@@ -187,6 +187,20 @@ pub unsafe fn advise_huge_pages(addr: usize, len: usize) {
     unsafe { libc::madvise(addr as *mut libc::c_void, len, libc::MADV_HUGEPAGE) };
 }
 
+/// Milliseconds on a monotonic clock (`CLOCK_MONOTONIC_COARSE`: a vDSO read, no system call,
+/// a few milliseconds' resolution). 0 if the clock cannot be read.
+pub fn monotonic_ms() -> u64 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: `ts` is a valid timespec to write; the call allocates nothing.
+    if unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC_COARSE, &mut ts) } != 0 {
+        return 0;
+    }
+    ts.tv_sec as u64 * 1000 + ts.tv_nsec as u64 / 1_000_000
+}
+
 /// Writes `msg` to stderr without allocating. Used for warnings and fatal errors.
 pub fn write_stderr(msg: &[u8]) {
     let mut rest = msg;

@@ -159,6 +159,35 @@ fn process_mode_sends_every_small_request_to_the_small_block_heap() {
         &[("RESIZEALLOC_REGION", "process")],
     );
     assert_ok(&out, "small_temporaries.c");
+    // The stress test of the heap with process mode's defaults too (above, the size bound sends
+    // every small request there; here process mode itself does).
+    let out = preloaded(
+        Command::new(compile("slab")),
+        &[("RESIZEALLOC_REGION", "process")],
+    );
+    assert_ok(&out, "slab.c, default options");
+}
+
+#[test]
+fn freed_memory_waits_for_the_purge_delay_then_goes_back() {
+    let out = preloaded(
+        Command::new(compile("purge_delay")),
+        &[
+            ("RESIZEALLOC_REGION", "process"),
+            ("RESIZEALLOC_PURGE_DELAY_MS", "50"),
+        ],
+    );
+    assert_ok(&out, "purge_delay.c, 50 ms");
+    let mut cmd = Command::new(compile("purge_delay"));
+    cmd.arg("at-once");
+    let out = preloaded(
+        cmd,
+        &[
+            ("RESIZEALLOC_REGION", "process"),
+            ("RESIZEALLOC_PURGE_DELAY_MS", "0"),
+        ],
+    );
+    assert_ok(&out, "purge_delay.c, at once");
 }
 
 #[test]
