@@ -76,7 +76,7 @@ pub const OPTIONS: &[OptionDesc] = &[
     OptionDesc {
         name: "RESIZEALLOC_PURGE_DELAY_MS",
         default: "100",
-        description: "Process mode: memory the program freed above the arena's bound goes back to the kernel once it has stayed free this long (at the thread's first allocations after that), so that work which frees and allocates it again in a loop does not fault it in each time; blocks of 32 MiB or more go back when freed. 0: at once.",
+        description: "Process mode: memory the program freed above the arena's bound goes back to the kernel once it has stayed free this long (at the thread's first allocations after that), so that work which frees and allocates it again in a loop does not fault it in each time. 0: at once.",
     },
     OptionDesc {
         name: "RESIZEALLOC_STATS",

@@ -170,24 +170,22 @@ fn process_mode_sends_every_small_request_to_the_small_block_heap() {
 
 #[test]
 fn freed_memory_waits_for_the_purge_delay_then_goes_back() {
-    let out = preloaded(
-        Command::new(compile("purge_delay")),
-        &[
-            ("RESIZEALLOC_REGION", "process"),
-            ("RESIZEALLOC_PURGE_DELAY_MS", "50"),
-        ],
-    );
-    assert_ok(&out, "purge_delay.c, 50 ms");
-    let mut cmd = Command::new(compile("purge_delay"));
-    cmd.arg("at-once");
-    let out = preloaded(
-        cmd,
-        &[
-            ("RESIZEALLOC_REGION", "process"),
-            ("RESIZEALLOC_PURGE_DELAY_MS", "0"),
-        ],
-    );
-    assert_ok(&out, "purge_delay.c, at once");
+    for (how, delay) in [("wait", "50"), ("at-once", "0")] {
+        for size in ["200", "8"] {
+            for place in ["top", "below"] {
+                let mut cmd = Command::new(compile("purge_delay"));
+                cmd.args([how, size, place]);
+                let out = preloaded(
+                    cmd,
+                    &[
+                        ("RESIZEALLOC_REGION", "process"),
+                        ("RESIZEALLOC_PURGE_DELAY_MS", delay),
+                    ],
+                );
+                assert_ok(&out, &format!("purge_delay.c {how} {size} MiB {place}"));
+            }
+        }
+    }
 }
 
 #[test]
