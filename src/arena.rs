@@ -706,6 +706,8 @@ impl Arena {
     /// 2. The new arena is used by one owner thread at a time, as documented on [`Arena`].
     pub unsafe fn reuse(old: &'static Arena, cfg: ArenaConfig) -> &'static Arena {
         let (slot_base, slot_end, data_start) = (old.slot_base, old.slot_end, old.data_start);
+        // Free memory the exited owner kept for the purge delay waits on in the new one.
+        let purge_at_ms = old.purge_at_ms.get();
         let slot_size = slot_end - slot_base;
         let mut committed_end = old.committed_end.get();
         // Every count lies below the highest run end and the committed memory.
@@ -735,6 +737,7 @@ impl Arena {
         // matches `resident`; memory of granules not touched reads as zero (given back or never
         // entered).
         let arena = unsafe { Self::build(slot_base, slot_size, cfg, committed_end, resident) };
+        arena.purge_at_ms.set(purge_at_ms);
         arena.debug_check();
         arena
     }
@@ -2915,11 +2918,14 @@ impl Arena {
     /// forgets it once the memory is in use again; and looks at the bound itself, for memory
     /// that no free reported (blocks that went back to the bump pointer before they were ever
     /// counted). Without it, a 200 MiB block freed at the top of the run stayed resident while
-    /// the thread went on with small blocks (glibc unmaps it).
+    /// the thread went on with small blocks (glibc unmaps it). Also gives back what arenas of
+    /// exited threads kept for the delay, once it is over.
     #[cold]
     #[inline(never)]
     fn periodic_look(&self) {
         self.look_countdown.set(LOOK_EVERY);
+        // Arenas of exited threads wait for the same delay (see `prepare_orphan`).
+        crate::reservation::expire_unowned_if_due();
         if !self.recycle {
             return;
         }
@@ -3309,14 +3315,55 @@ impl Arena {
     /// First half of the exiting owner's hand-over: gives back every free granule, but those of
     /// the first [`WARM_BYTES`] when `keep_warm` (for the next thread that takes the arena, see
     /// `reservation`). Owner thread only.
-    pub fn prepare_orphan(&self, keep_warm: bool) {
+    ///
+    /// In process mode, with `keep_warm` and a purge delay (`RESIZEALLOC_PURGE_DELAY_MS`), the
+    /// free granules past the warm start wait for it instead, as the frees of a running thread
+    /// do (see
+    /// [`Arena::defer_purge`]): a program that starts short threads one after another, each
+    /// with a large buffer, then has the next thread reuse the last one's pages instead of
+    /// faulting all of them in again. Returns whether they wait; the caller must then see to
+    /// it that someone gives them back once their time has come (`reservation`).
+    pub fn prepare_orphan(&self, keep_warm: bool) -> bool {
         self.flush_uncounted();
+        if keep_warm
+            && self.recycle
+            && crate::options::purge_delay_ms() > 0
+            && self.resident() * GRANULE > WARM_BYTES
+        {
+            if self.purge_at_ms.get() == 0 {
+                self.defer_purge();
+            }
+            return true;
+        }
         let warm_end = if keep_warm {
             self.data_start + WARM_BYTES
         } else {
             0
         };
         self.give_back(self.data_start, self.data_start, warm_end);
+        false
+    }
+
+    /// When the free memory an arena without an owner kept past its warm start goes back (a
+    /// [`os::monotonic_ms`] time), 0 for none. Any thread holding the slot table's lock.
+    pub fn warm_until_ms(&self) -> u64 {
+        self.purge_at_ms.get()
+    }
+
+    /// Gives back the free granules past the warm start that an arena without an owner kept
+    /// for the purge delay ([`Arena::prepare_orphan`]).
+    ///
+    /// # Safety
+    /// The arena has no owner (orphaned or released, not reused) and the caller holds the slot
+    /// table lock: nobody else adopts, reuses, releases or trims it meanwhile (other threads'
+    /// frees touch only what they always touch).
+    pub unsafe fn give_back_past_warm_start(&self) {
+        self.purge_at_ms.set(0);
+        self.give_back(
+            self.data_start,
+            self.data_start,
+            self.data_start + WARM_BYTES,
+        );
     }
 
     /// Second half: the owner's last access to the arena. Returns `true` when nothing is live:

@@ -278,7 +278,9 @@ pub(crate) unsafe fn retire_arena(arena: &'static Arena, adoptable: bool) {
         }
     };
     // The system calls of the give-back run without the lock.
-    arena.prepare_orphan(keep_warm);
+    if arena.prepare_orphan(keep_warm) {
+        note_warm_until(arena.warm_until_ms());
+    }
     let mut table = TABLE.lock();
     // Under the lock: a free that releases the arena from now on waits for it, and then finds
     // the bits set below.
@@ -292,6 +294,8 @@ pub(crate) unsafe fn retire_arena(arena: &'static Arena, adoptable: bool) {
         set_bit(&mut table.adoptable, i, true);
         set_bit(&mut table.warm, i, warm_place);
     }
+    drop(table);
+    expire_unowned_if_due();
 }
 
 /// Adopts an orphaned arena offered for adoption (only one that kept warm memory, with
@@ -353,7 +357,10 @@ unsafe fn release_locked(table: &mut SlotTable, arena: &'static Arena) {
     }
     let stats = arena.stats();
     add_stats(&mut table.retired, &stats);
-    if table.n_parked < WARM_MAX && stats.resident_bytes <= PARKED_RESIDENT_MAX {
+    // One that kept more for the purge delay is parked too (`expire_unowned_if_due`).
+    if table.n_parked < WARM_MAX
+        && (stats.resident_bytes <= PARKED_RESIDENT_MAX || arena.warm_until_ms() != 0)
+    {
         let n = table.n_parked;
         table.parked[n] = i as u16;
         table.n_parked = n + 1;
@@ -361,6 +368,73 @@ unsafe fn release_locked(table: &mut SlotTable, arena: &'static Arena) {
     }
     // SAFETY: obligation, passed on.
     unsafe { free_slot_locked(table, arena) };
+}
+
+/// The earliest time (`os::monotonic_ms`) at which an arena without an owner gives back the
+/// free memory it kept past its warm start for the purge delay (see `Arena::prepare_orphan`);
+/// 0 when none waits. It may name an arena a thread has taken since (which then gives its
+/// memory back itself): the next look finds nothing due and sets it anew.
+static WARM_UNTIL: AtomicU64 = AtomicU64::new(0);
+
+fn note_warm_until(at: u64) {
+    let mut cur = WARM_UNTIL.load(Ordering::Relaxed);
+    while cur == 0 || at < cur {
+        match WARM_UNTIL.compare_exchange_weak(cur, at, Ordering::Relaxed, Ordering::Relaxed) {
+            Ok(_) => return,
+            Err(now) => cur = now,
+        }
+    }
+}
+
+/// Gives back what arenas without an owner kept for the purge delay, once its time has come:
+/// called by process mode's periodic looks (any thread's) and at thread exits. One load while
+/// none waits.
+#[inline]
+pub fn expire_unowned_if_due() {
+    let at = WARM_UNTIL.load(Ordering::Relaxed);
+    if at != 0 {
+        expire_unowned(at);
+    }
+}
+
+#[cold]
+#[inline(never)]
+fn expire_unowned(at: u64) {
+    let now = os::monotonic_ms();
+    if now < at {
+        return;
+    }
+    // Never waits on the lock from an allocation path: a thread holding it is starting or
+    // exiting, and the next look will do.
+    let Some(table) = TABLE.try_lock() else {
+        return;
+    };
+    WARM_UNTIL.store(0, Ordering::Relaxed);
+    let base = BASE.load(Ordering::Relaxed);
+    let size = slot_size();
+    let mut next = 0u64;
+    let parked = table.parked[..table.n_parked].iter().map(|&i| i as usize);
+    let warm = (0..table.slots).filter(|&i| bit(&table.warm, i));
+    for i in parked.chain(warm) {
+        // SAFETY: a parked slot holds a released arena nobody uses, a warm one an orphan not
+        // released (release clears the bit under the lock we hold); nobody takes either while
+        // we hold the lock.
+        let arena = unsafe { &*((base + i * size) as *const Arena) };
+        let until = arena.warm_until_ms();
+        if until == 0 {
+            continue;
+        }
+        if until <= now {
+            // SAFETY: as just said.
+            unsafe { arena.give_back_past_warm_start() };
+        } else if next == 0 || until < next {
+            next = until;
+        }
+    }
+    drop(table);
+    if next != 0 {
+        note_warm_until(next);
+    }
 }
 
 /// Gives back the warm memory of arenas without an owner: frees every parked arena's slot and

@@ -172,7 +172,7 @@ fn process_mode_sends_every_small_request_to_the_small_block_heap() {
 fn freed_memory_waits_for_the_purge_delay_then_goes_back() {
     for (how, delay) in [("wait", "50"), ("at-once", "0")] {
         for size in ["200", "8"] {
-            for place in ["top", "below"] {
+            for place in ["top", "below", "thread"] {
                 let mut cmd = Command::new(compile("purge_delay"));
                 cmd.args([how, size, place]);
                 let out = preloaded(
