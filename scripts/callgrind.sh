@@ -5,7 +5,7 @@
 #      bumpalo (alloc only): examples/hotpath.rs.
 #   2. C under LD_PRELOAD: the patterns of scripts/callgrind_ops.c under libresizealloc.so, the
 #      ideal interposer (scripts/bench_ideal.c), glibc and, for "outside", the bare forwarder
-#      (and RESIZEALLOC_REGION=off; for "markers", "escape" and "churn", process mode too). BASELINE_SO=path adds an older libresizealloc.so as "before".
+#      (and RESIZEALLOC_REGION=off; for "markers", "escape", "churn" and "window", process mode too). BASELINE_SO=path adds an older libresizealloc.so as "before".
 set -euo pipefail
 cd "$(dirname "$0")/.."
 command -v valgrind >/dev/null || { echo "valgrind missing: apt-get install valgrind"; exit 1; }
@@ -39,12 +39,12 @@ echo "C under LD_PRELOAD: instructions per operation (per block for lifo64, mixe
 hdr="| pattern | resizealloc |"; sep="|---|---:|"
 [[ -n ${BASELINE_SO:-} ]] && { hdr="$hdr before |"; sep="$sep---:|"; }
 echo "$hdr ideal | glibc | other |"; echo "$sep---:|---:|---|"
-for pat in pair lifo64 mixed calloc realloc first remote outside markers escape churn; do
+for pat in pair lifo64 mixed calloc realloc first remote outside markers escape churn window; do
   n=50000; [[ $pat == mixed ]] && n=12800
   row="| $pat | $(per $n env LD_PRELOAD="$SO" "$OPS" $pat) |"
   [[ -n ${BASELINE_SO:-} ]] && row="$row $(per $n env LD_PRELOAD="$BASELINE_SO" "$OPS" $pat) |"
   row="$row $(per $n env LD_PRELOAD="$PWD/$OUT/libideal.so" "$OPS" $pat) | $(per $n "$OPS" $pat) |"
-  if [[ $pat == markers || $pat == escape || $pat == churn ]]; then
+  if [[ $pat == markers || $pat == escape || $pat == churn || $pat == window ]]; then
     row="$row process mode $(per $n env LD_PRELOAD="$SO" RESIZEALLOC_REGION=process "$OPS" $pat) |"
   elif [[ $pat == outside ]]; then
     row="$row forwarder $(per $n env LD_PRELOAD="$PWD/$OUT/libforwarder.so" "$OPS" $pat), REGION=off $(per $n env LD_PRELOAD="$SO" RESIZEALLOC_REGION=off "$OPS" $pat) |"

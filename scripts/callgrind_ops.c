@@ -13,7 +13,8 @@
  * outside regions), markers (an empty region: begin + end), escape (one region per step that
  * frees a random one of 1024 kept blocks and keeps a new one in its place, as the memory
  * suite's churn does; per step), churn (no regions: free + malloc of a random one of 65536 live
- * blocks of 16-128 B, after 300k steps of warm-up; per step).
+ * blocks of 16-128 B, after 300k steps of warm-up; per step), window (no regions: free + malloc of
+ * a random one of 32 temporaries of 16 B-1 KiB, after 100k steps of warm-up; per step).
  */
 #define _GNU_SOURCE
 #include <dlfcn.h>
@@ -116,6 +117,20 @@ int main(int argc, char **argv) {
         }
         for (int i = 0; i < LIVE; i++) free(live[i]);
         free(live);
+    } else if (!strcmp(m, "window")) {
+        /* no regions: a window of 32 temporaries of 16 B-1 KiB, a random one replaced per step
+           (short lifetimes, freed out of order: what process mode once served from the arena,
+           and now from the small-block heap); 100k steps of warm-up in every count */
+        enum { WINDOW = 32, WARM = 100000 };
+        void *win[WINDOW] = {0};
+        for (long i = 0; i < WARM + n; i++) {
+            size_t j = next() % WINDOW;
+            free(win[j]);
+            char *p = malloc(16 + next() % 1009);
+            p[0] = 1;
+            win[j] = p;
+        }
+        for (int i = 0; i < WINDOW; i++) free(win[i]);
     } else {
         return 1;
     }
