@@ -96,7 +96,7 @@ pub struct MemoryStats {
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 #[repr(C)]
 pub struct SmallStats {
-    /// 64 KiB pages in use (holding blocks, or cached empty by a heap).
+    /// 64 KiB pages in use (holding blocks, or cached empty by a heap or warm in the pool).
     pub pages_in_use: u64,
     /// Their bytes (address space; only the 4 KiB pieces blocks were carved from are resident).
     pub bytes_in_pages: u64,
