@@ -377,6 +377,9 @@ unsafe fn release_locked(table: &mut SlotTable, arena: &'static Arena) {
 static WARM_UNTIL: AtomicU64 = AtomicU64::new(0);
 
 fn note_warm_until(at: u64) {
+    if at == 0 {
+        return;
+    }
     let mut cur = WARM_UNTIL.load(Ordering::Relaxed);
     while cur == 0 || at < cur {
         match WARM_UNTIL.compare_exchange_weak(cur, at, Ordering::Relaxed, Ordering::Relaxed) {
