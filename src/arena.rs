@@ -148,6 +148,10 @@ fn cross_entry(hdr: usize) -> u32 {
 /// are reused. `reservation` bounds how many arenas without an owner keep it.
 pub const WARM_BYTES: usize = 512 << 10;
 
+/// In process mode an exiting thread's arena handed on warm keeps, for the purge delay, its
+/// free memory in the first this many bytes (see `Arena::prepare_orphan`).
+const WARM_KEEP_MAX: usize = 32 << 20;
+
 /// Granules a run takes beyond what the request needs, when they are resident, free and within
 /// the capacity (see `Arena::extend_ahead`).
 const RUN_AHEAD: usize = 3;
@@ -3333,10 +3337,24 @@ impl Arena {
             && crate::options::purge_delay_ms() > 0
             && self.resident() * GRANULE > WARM_BYTES
         {
-            self.defer_purge();
-            // Unless there was no clock to wait on, and it gave them back at once.
-            return self.purge_at_ms.get() != 0;
+            // At most the first `WARM_KEEP_MAX` wait: the next thread takes the rest of the
+            // wait with the arena, and a thread that then allocates little holds it until its
+            // own periodic look.
+            self.give_back(
+                self.data_start,
+                self.data_start,
+                self.data_start + WARM_KEEP_MAX,
+            );
+            if self.resident() * GRANULE > WARM_BYTES {
+                self.defer_purge();
+                // Unless there was no clock to wait on, and it gave them back at once.
+                return self.purge_at_ms.get() != 0;
+            }
+            self.purge_at_ms.set(0);
+            return false;
         }
+        // Nothing waits from now on (a wait the thread had started is over).
+        self.purge_at_ms.set(0);
         let warm_end = if keep_warm {
             self.data_start + WARM_BYTES
         } else {
@@ -3438,6 +3456,7 @@ impl Arena {
     /// owns the arena, and nobody else adopts, releases or trims it meanwhile (other threads'
     /// frees touch only what they always touch).
     pub unsafe fn give_back_orphaned(&self) {
+        self.purge_at_ms.set(0);
         self.give_back(self.data_start, 0, 0);
     }
 

@@ -278,9 +278,7 @@ pub(crate) unsafe fn retire_arena(arena: &'static Arena, adoptable: bool) {
         }
     };
     // The system calls of the give-back run without the lock.
-    if arena.prepare_orphan(keep_warm) {
-        note_warm_until(arena.warm_until_ms());
-    }
+    let waits = arena.prepare_orphan(keep_warm);
     let mut table = TABLE.lock();
     // Under the lock: a free that releases the arena from now on waits for it, and then finds
     // the bits set below.
@@ -293,6 +291,12 @@ pub(crate) unsafe fn retire_arena(arena: &'static Arena, adoptable: bool) {
     } else if adoptable {
         set_bit(&mut table.adoptable, i, true);
         set_bit(&mut table.warm, i, warm_place);
+        if waits && warm_place {
+            // Once listed, under the lock that `expire_unowned` holds while it clears and
+            // scans: noted before, a scan running meanwhile could miss the arena and forget
+            // its time.
+            note_warm_until(arena.warm_until_ms());
+        }
     }
     drop(table);
     expire_unowned_if_due();
@@ -358,12 +362,15 @@ unsafe fn release_locked(table: &mut SlotTable, arena: &'static Arena) {
     let stats = arena.stats();
     add_stats(&mut table.retired, &stats);
     // One that kept more for the purge delay is parked too (`expire_unowned_if_due`).
-    if table.n_parked < WARM_MAX
-        && (stats.resident_bytes <= PARKED_RESIDENT_MAX || arena.warm_until_ms() != 0)
-    {
+    let waits = arena.warm_until_ms() != 0;
+    if table.n_parked < WARM_MAX && (stats.resident_bytes <= PARKED_RESIDENT_MAX || waits) {
         let n = table.n_parked;
         table.parked[n] = i as u16;
         table.n_parked = n + 1;
+        if waits {
+            // Listed, under the lock (see `retire_arena`).
+            note_warm_until(arena.warm_until_ms());
+        }
         return;
     }
     // SAFETY: obligation, passed on.
