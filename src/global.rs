@@ -67,33 +67,6 @@ impl<A: GlobalAlloc> ResizeAlloc<A> {
         router::alloc_routed_away(layout.size().max(1))
     }
 
-    /// `realloc` of a small-block heap block: kept while the new size fits its class, else
-    /// moved to wherever `alloc` sends the new layout.
-    ///
-    /// # Safety
-    /// `ptr` is a live small-block heap block that the caller gives up on success.
-    #[inline(never)]
-    unsafe fn realloc_small(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
-        // SAFETY: a live small-block heap block (obligation).
-        let old = unsafe { router::usable_size_small(ptr) };
-        if new_size <= old && new_size >= old / 2 {
-            return ptr;
-        }
-        // SAFETY: GlobalAlloc::realloc's contract: the new layout is valid.
-        let new_layout = unsafe { Layout::from_size_align_unchecked(new_size, layout.align()) };
-        // SAFETY: a valid layout (above).
-        let q = unsafe { self.alloc(new_layout) };
-        if !q.is_null() {
-            // SAFETY: both blocks are live, distinct and at least `min(old, new_size)` long;
-            // the caller gives `ptr` up.
-            unsafe {
-                core::ptr::copy_nonoverlapping(ptr, q, old.min(new_size));
-                router::free_small(ptr);
-            }
-        }
-        q
-    }
-
     /// Arena blocks `dealloc`'s inlined fast path declined: other threads' blocks, multi-granule
     /// blocks and invalid frees (which abort).
     #[cold]
@@ -181,8 +154,14 @@ unsafe impl<A: GlobalAlloc> GlobalAlloc for ResizeAlloc<A> {
             };
         }
         if router::owns_small(ptr) {
-            // SAFETY: a live small-block heap block; on success the caller gives it up.
-            return unsafe { self.realloc_small(ptr, layout, new_size.max(1)) };
+            // SAFETY: a live small-block heap block; on success the caller gives it up. The new
+            // layout is valid (GlobalAlloc::realloc's contract), and `alloc` returns null or a
+            // fresh block.
+            return unsafe {
+                router::realloc_small(ptr, new_size.max(1), |n| {
+                    self.alloc(Layout::from_size_align_unchecked(n, layout.align()))
+                })
+            };
         }
         // SAFETY: not ours, so it came from `next`, with this layout.
         unsafe { self.next.realloc(ptr, layout, new_size) }

@@ -272,6 +272,37 @@ pub unsafe fn free_small(p: *mut u8) {
     unsafe { slab::free(region::slab_heap(), p) }
 }
 
+/// `realloc` of a small-block heap block, for both front ends: in place while the new size
+/// still fits its class well (no more than half of it wasted), else moved to a block from
+/// `alloc(new_size)` (wherever the front end sends a fresh request of that size). Null when
+/// `alloc` fails, and `p` is then left as it was.
+///
+/// # Safety
+/// `owns_small(p)` and `p` is a live block, which the caller gives up unless null is returned;
+/// `alloc` returns null or a live block of at least `new_size` bytes, distinct from `p`.
+#[inline(never)]
+pub unsafe fn realloc_small(
+    p: *mut u8,
+    new_size: usize,
+    alloc: impl FnOnce(usize) -> *mut u8,
+) -> *mut u8 {
+    // SAFETY: caller's obligation.
+    let old = unsafe { usable_size_small(p) };
+    if new_size <= old && new_size >= old / 2 {
+        return p;
+    }
+    let q = alloc(new_size);
+    if !q.is_null() {
+        // SAFETY: both blocks are live, distinct and at least `min(old, new_size)` long; `p` is
+        // a live small-block heap block that the caller gives up.
+        unsafe {
+            ptr::copy_nonoverlapping(p, q, old.min(new_size));
+            free_small(p);
+        }
+    }
+    q
+}
+
 /// Usable size of a small-block heap block.
 ///
 /// # Safety

@@ -320,27 +320,16 @@ pub(crate) extern "C" fn realloc_at(p: *mut c_void, size: usize, site: usize) ->
     real::realloc(p, size)
 }
 
-/// `realloc` of a small-block heap block: in place while the new size still fits its class
-/// well (no more than half of it wasted), else moved to wherever `malloc` sends the new size.
-#[inline(never)]
+/// `realloc` of a small-block heap block (`router::realloc_small`), moved to wherever `malloc`
+/// sends the new size.
 fn realloc_small(p: *mut c_void, size: usize, site: usize) -> *mut c_void {
-    // SAFETY: a live small-block heap block (the caller's contract).
-    let old = unsafe { router::usable_size_small(p as *mut u8) };
-    if size <= old && size >= old / 2 {
-        return p;
-    }
-    let q = malloc_at(size, site);
+    // SAFETY: a live small-block heap block the program gives up on success (the caller's
+    // contract); `malloc_at` returns null or a fresh block.
+    let q = unsafe { router::realloc_small(p as *mut u8, size, |n| malloc_at(n, site) as *mut u8) };
     if q.is_null() {
         set_errno(libc::ENOMEM);
-        return q;
     }
-    // SAFETY: both blocks are live, distinct and at least `min(old, size)` long; `p` is a live
-    // small-block heap block that the program gives up.
-    unsafe {
-        ptr::copy_nonoverlapping(p as *const u8, q as *mut u8, old.min(size));
-        router::free_small(p as *mut u8);
-    }
-    q
+    q as *mut c_void
 }
 
 /// `reallocarray(3)`: overflow gives NULL with `ENOMEM` and leaves `p` alone.
