@@ -2946,8 +2946,7 @@ impl Arena {
         if at == 0 {
             self.defer_purge();
         } else if os::monotonic_ms() >= at {
-            self.purge_at_ms.set(0);
-            self.purge();
+            self.purge(); // which ends the wait
         }
     }
 
