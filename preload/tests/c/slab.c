@@ -16,15 +16,12 @@
 #include <string.h>
 #include <unistd.h>
 #include <malloc.h>
+#include "pattern.h"
 #include "resizealloc.h"
 
 #define CHECK(c, msg) do { if (!(c)) { fprintf(stderr, "FAIL: %s (%s:%d)\n", msg, __FILE__, __LINE__); exit(1); } } while (0)
 
 static uint64_t rng_state = 88172645463325252ULL;
-static uint64_t next_rand(uint64_t *s) { *s ^= *s << 13; *s ^= *s >> 7; *s ^= *s << 17; return *s; }
-
-static void fill(unsigned char *p, size_t n, uint64_t key) { for (size_t k = 0; k < n; k++) p[k] = (unsigned char)(key * 131 + k); }
-static int intact(const unsigned char *p, size_t n, uint64_t key) { for (size_t k = 0; k < n; k++) if (p[k] != (unsigned char)(key * 131 + k)) return 0; return 1; }
 
 static long rss_kib(void) {
     FILE *f = fopen("/proc/self/statm", "r");
