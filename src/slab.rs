@@ -41,7 +41,7 @@
 
 use core::cell::Cell;
 use core::ptr;
-use core::sync::atomic::{AtomicU32, AtomicU64, AtomicUsize, Ordering};
+use core::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering};
 
 use crate::os;
 
@@ -122,7 +122,10 @@ pub struct Page {
     reserved: Cell<u32>,
     block_size: Cell<u32>,
     class: Cell<u8>,
-    abandoned: Cell<bool>,
+    /// On the abandoned list. Read and written only under the [`ABANDONED`] lock, but atomic
+    /// (relaxed): a thread whose free made an abandoned page empty may still look at it in
+    /// [`settle_abandoned`] after another thread settled it and a new heap took it over.
+    abandoned: AtomicBool,
     prev: Cell<*mut Page>,
     next: Cell<*mut Page>,
     /// The owning heap (tagged [`FULL`] while the page is full), or null while abandoned, cached
@@ -157,7 +160,7 @@ impl Page {
             reserved: Cell::new(0),
             block_size: Cell::new(0),
             class: Cell::new(0),
-            abandoned: Cell::new(false),
+            abandoned: AtomicBool::new(false),
             prev: Cell::new(ptr::null_mut()),
             next: Cell::new(ptr::null_mut()),
             heap: AtomicUsize::new(0),
@@ -165,6 +168,32 @@ impl Page {
             thread_free: AtomicUsize::new(0),
             settle_hint: AtomicU32::new(0),
         }
+    }
+
+    /// Makes the header of a page that holds no live block read as [`Page::empty`]'s, field by
+    /// field, with atomic stores for the shared fields. Never a whole-struct write: a thread
+    /// whose free to an abandoned page was the last may still load `heap` and `abandoned` and
+    /// decrement `settle_hint` after another thread settled the page and a new heap took it
+    /// (see `free_other`), and those accesses must meet atomic ones. At worst they leave a
+    /// wrong hint, which `settle_abandoned` corrects under the lock.
+    ///
+    /// # Safety
+    /// The caller owns the page, which holds no live block and is on no list.
+    unsafe fn reset(pg: *mut Page) {
+        // SAFETY: the caller owns the header's owner-only fields; the others are atomics.
+        let p = unsafe { &*pg };
+        p.free.set(ptr::null_mut());
+        p.used.set(0);
+        p.capacity.set(0);
+        p.reserved.set(0);
+        p.block_size.set(0);
+        p.class.set(0);
+        p.prev.set(ptr::null_mut());
+        p.next.set(ptr::null_mut());
+        p.abandoned.store(false, Ordering::Relaxed);
+        p.heap.store(0, Ordering::Relaxed);
+        p.thread_free.store(0, Ordering::Relaxed);
+        p.settle_hint.store(0, Ordering::Relaxed);
     }
 }
 
@@ -499,7 +528,7 @@ unsafe fn discard_page(p: *mut Page) {
     if !unsafe { os::discard(p as usize, PAGE_SIZE) } {
         // Locked memory keeps its contents: make the header read as a fresh page's.
         // SAFETY: as above.
-        unsafe { ptr::write(p, Page::empty()) };
+        unsafe { Page::reset(p) };
     }
     let i = (p as usize - base) / PAGE_SIZE;
     let mut pool = POOL.lock();
@@ -682,7 +711,7 @@ unsafe fn new_page(h: &Heap, class: usize) -> *mut Page {
     let bs = CLASS_SIZE[class];
     // SAFETY: the page is ours alone: fresh from the pool or our own empty page.
     unsafe {
-        ptr::write(pg, Page::empty());
+        Page::reset(pg);
         (*pg).block_size.set(bs);
         (*pg)
             .reserved
@@ -964,6 +993,9 @@ unsafe fn free_other(heap: *mut Heap, pg: *mut Page, b: *mut Block) {
         }
         // Abandoned (the store of null comes before the abandoner's last `collect`, so a push
         // it missed sees null here): once the hint says the page may be empty, look.
+        // After the push the block is no longer ours: another thread's free may settle the page
+        // and a new heap reuse it before these loads. So only atomic accesses follow (see
+        // `Page::reset`), and `settle_abandoned` decides under the lock.
         if (*pg).heap.load(Ordering::SeqCst) == 0
             && (*pg).settle_hint.fetch_sub(1, Ordering::Relaxed) == 1
         {
@@ -1017,7 +1049,7 @@ unsafe fn park_abandoned(ab: &Abandoned, pg: *mut Page) {
             return;
         }
         (*pg).settle_hint.store(used, Ordering::Relaxed);
-        (*pg).abandoned.set(true);
+        (*pg).abandoned.store(true, Ordering::Relaxed);
         ab.lists[(*pg).class.get() as usize].push_back(pg);
     }
 }
@@ -1033,7 +1065,7 @@ fn settle_abandoned(pg: *mut Page) {
     // SAFETY: holding the lock, we own an abandoned page (its `abandoned` flag only changes under
     // the lock). A page no longer abandoned was adopted, and its new owner collects.
     unsafe {
-        if !(*pg).abandoned.get() {
+        if !(*pg).abandoned.load(Ordering::Relaxed) {
             return;
         }
         // Acquire pairs with the frees' push: every use of the blocks on the list happened
@@ -1049,7 +1081,7 @@ fn settle_abandoned(pg: *mut Page) {
             return;
         }
         ab.lists[(*pg).class.get() as usize].remove(pg);
-        (*pg).abandoned.set(false);
+        (*pg).abandoned.store(false, Ordering::Relaxed);
         return_page(pg);
     }
 }
@@ -1070,7 +1102,7 @@ unsafe fn adopt(heap: *mut Heap, class: usize) -> *mut Page {
     // frees push onto it as onto any owned page, and our own take the fast path.
     unsafe {
         ab.lists[class].remove(pg);
-        (*pg).abandoned.set(false);
+        (*pg).abandoned.store(false, Ordering::Relaxed);
         (*pg).heap.store(heap as usize, Ordering::SeqCst);
         drop(ab);
         collect_when_free_is_empty(pg);
