@@ -45,6 +45,9 @@ impl<A: GlobalAlloc> ResizeAlloc<A> {
     #[cold]
     #[inline(never)]
     fn alloc_slow(&self, layout: Layout) -> *mut u8 {
+        // Every thread's first allocation comes here (its route is not set yet), before it can
+        // take any of our locks.
+        crate::fork::register_handlers();
         let p = router::alloc_slow(layout.size().max(1), layout.align());
         if !p.is_null() {
             return p;
@@ -108,6 +111,8 @@ unsafe impl<A: GlobalAlloc> GlobalAlloc for ResizeAlloc<A> {
 
     #[inline(always)]
     unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
+        // As in `alloc_slow`.
+        crate::fork::register_handlers();
         // SAFETY: as in `alloc`. The arena clears the block unless it is known to be zero.
         let p = unsafe { router::alloc_zeroed(layout.size().max(1), layout.align(), 0) };
         if !p.is_null() {

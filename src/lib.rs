@@ -11,6 +11,8 @@
 pub mod arena;
 pub mod device;
 mod footprint;
+#[doc(hidden)]
+pub mod fork;
 mod global;
 #[doc(hidden)]
 pub mod lifetime;

@@ -22,7 +22,7 @@ mod malloc;
 mod real;
 mod report;
 
-use resizealloc::{options, reservation};
+use resizealloc::options;
 
 /// Runs when the library is loaded, after libc is initialised: reads `RESIZEALLOC_*` (unless
 /// the first allocation already did), installs the fork handlers and the exit summary.
@@ -44,7 +44,8 @@ extern "C" fn init() {
     glibc_compat::resolve_early();
     // SAFETY: registering handlers with the right signatures; they never unwind.
     unsafe {
-        libc::pthread_atfork(Some(fork_prepare), Some(fork_parent), Some(fork_child));
+        resizealloc::fork::register_handlers();
+        libc::pthread_atfork(Some(fork_prepare), Some(fork_finish), Some(fork_finish));
         if o.stats {
             libc::atexit(at_exit);
         }
@@ -55,29 +56,14 @@ extern "C" fn init() {
 #[link_section = ".init_array"]
 static INIT: extern "C" fn() = init;
 
+/// The device pools' locks, taken before the core crate's (its handlers, registered first, run
+/// last before `fork` and first after it).
 extern "C" fn fork_prepare() {
     #[cfg(target_arch = "x86_64")]
     cuda::fork_prepare();
-    reservation::fork_prepare();
-    resizealloc::slab::fork_prepare();
 }
 
-extern "C" fn fork_parent() {
-    // SAFETY: pthread_atfork runs this after `fork_prepare`, in the thread that forked.
-    unsafe {
-        resizealloc::slab::fork_finish();
-        reservation::fork_finish();
-    }
-    #[cfg(target_arch = "x86_64")]
-    cuda::fork_finish();
-}
-
-extern "C" fn fork_child() {
-    // SAFETY: as in `fork_parent`, in the child's copy of the thread that forked.
-    unsafe {
-        resizealloc::slab::fork_finish();
-        reservation::fork_finish();
-    }
+extern "C" fn fork_finish() {
     #[cfg(target_arch = "x86_64")]
     cuda::fork_finish();
 }

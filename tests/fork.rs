@@ -1,0 +1,98 @@
+//! `fork` from a multi-threaded Rust program that uses `ResizeAlloc` in process mode: the child
+//! must never inherit one of our locks held by a thread that does not exist there. Its own
+//! binary: it switches the whole process to process mode.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use resizealloc::options::{self, Options, RegionMode};
+use resizealloc::ResizeAlloc;
+
+#[global_allocator]
+static A: ResizeAlloc = ResizeAlloc::new();
+
+/// Allocations that take the small-block heap's and the slot table's locks: pages of the heap
+/// filled and emptied (its page pool), short threads (heaps and arenas taken and handed back).
+fn churn_locks(stop: &AtomicBool) {
+    while !stop.load(Ordering::Relaxed) {
+        let blocks: Vec<Box<[u8; 1000]>> = (0..400).map(|i| Box::new([i as u8; 1000])).collect();
+        drop(blocks);
+        std::thread::spawn(|| {
+            let v: Vec<Box<[u8; 200]>> = (0..100).map(|_| Box::new([1; 200])).collect();
+            let big = vec![2u8; 1 << 20];
+            std::hint::black_box((&v, &big));
+        })
+        .join()
+        .unwrap();
+    }
+}
+
+/// In the child: allocations that need the same locks (new heap pages, a new thread's arena).
+fn child_work() -> bool {
+    let blocks: Vec<Box<[u8; 1000]>> = (0..400).map(|i| Box::new([i as u8; 1000])).collect();
+    let big = vec![3u8; 4 << 20];
+    let ok = blocks.iter().enumerate().all(|(i, b)| b[999] == i as u8) && big[12345] == 3;
+    let joined = std::thread::spawn(|| vec![5u8; 100_000].iter().map(|&x| x as u64).sum::<u64>())
+        .join()
+        .unwrap_or(0);
+    ok && joined == 500_000
+}
+
+#[test]
+fn fork_while_other_threads_hold_our_locks_leaves_a_working_child() {
+    options::set(Options {
+        region: RegionMode::Process,
+        ..options::get()
+    });
+    let stop = Arc::new(AtomicBool::new(false));
+    let churners: Vec<_> = (0..2)
+        .map(|_| {
+            let stop = stop.clone();
+            std::thread::spawn(move || churn_locks(&stop))
+        })
+        .collect();
+    let mut hung = 0;
+    let mut failed = 0;
+    for _ in 0..200 {
+        // SAFETY: the child only allocates, checks and leaves with `_exit`.
+        let pid = unsafe { libc::fork() };
+        assert!(pid >= 0, "fork failed");
+        if pid == 0 {
+            let ok = child_work();
+            // SAFETY: ends the child without running the parent's destructors or test harness.
+            unsafe { libc::_exit(if ok { 0 } else { 1 }) };
+        }
+        let deadline = Instant::now() + Duration::from_secs(10);
+        let mut status = 0;
+        loop {
+            // SAFETY: waits for our own child.
+            let r = unsafe { libc::waitpid(pid, &mut status, libc::WNOHANG) };
+            if r == pid {
+                if !(libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0) {
+                    failed += 1;
+                }
+                break;
+            }
+            if Instant::now() > deadline {
+                // SAFETY: our own child, which hangs.
+                unsafe {
+                    libc::kill(pid, libc::SIGKILL);
+                    libc::waitpid(pid, &mut status, 0);
+                }
+                hung += 1;
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        if hung > 0 {
+            break;
+        }
+    }
+    stop.store(true, Ordering::Relaxed);
+    for t in churners {
+        t.join().unwrap();
+    }
+    assert_eq!(hung, 0, "a child hung on a lock it inherited held");
+    assert_eq!(failed, 0, "a child's allocations went wrong");
+}
