@@ -618,11 +618,12 @@ unsafe fn clear_fresh_block(p: *mut u8, len: usize) {
     if len >= CLEAR_BY_DISCARD_FROM {
         let (start, end) = (p as usize, p as usize + len);
         let (lo, hi) = whole_pages(start, end);
-        // SAFETY (both calls): whole pages of committed memory inside the block, which nothing
-        // else uses (caller's obligation); the discard leaves them mapped, reading as zero.
-        // Refused (locked memory), it changed nothing, and the whole range is written below.
-        let mostly_resident =
-            unsafe { os::resident_sixteenths(lo, hi - lo) }.is_none_or(|r| r >= 8);
+        // SAFETY: whole pages of committed memory inside the block, which nothing else uses
+        // (caller's obligation); `mincore` only reads their residency.
+        let residency = unsafe { os::resident_sixteenths(lo, hi - lo) };
+        let mostly_resident = residency.is_none_or(|r| r >= 8);
+        // SAFETY: the same pages; the discard leaves them mapped, reading as zero. Refused
+        // (locked memory), it changed nothing, and the whole range is written below.
         if !mostly_resident && unsafe { os::discard(lo, hi - lo) } {
             // SAFETY: the partial pages at both ends, inside the block.
             unsafe {
