@@ -20,6 +20,8 @@ pub mod lifetime;
 pub mod options;
 #[doc(hidden)]
 pub mod os;
+#[doc(hidden)]
+pub mod published;
 pub mod region;
 #[doc(hidden)]
 pub mod reservation;

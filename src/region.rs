@@ -13,6 +13,7 @@ use core::sync::atomic::{AtomicU8, Ordering};
 
 use crate::arena::{Arena, ArenaConfig};
 use crate::options::{self, RegionMode};
+use crate::published::Published;
 use crate::reservation;
 use crate::slab;
 
@@ -161,8 +162,9 @@ pub(crate) const MODE_ATTENTION: u8 = MODE_UNINIT | MODE_PROCESS;
 /// Frees that go to the next allocator need a look when this is not zero: `WATCH_PROCESS`
 /// while the mode is process mode (they are sampled), `WATCH_FRONT_END` once a front end asked
 /// (it served blocks itself that must not reach the next allocator). Zero otherwise, so the
-/// pass-through `free` costs one load and one test beyond the range check.
-pub(crate) static FOREIGN_WATCH: AtomicU8 = AtomicU8::new(0);
+/// pass-through `free` costs one load and one test beyond the range check (the preload
+/// library's `free` reads it from assembly, hence public, read-only outside the crate).
+pub static FOREIGN_WATCH: Published<AtomicU8> = Published::new(AtomicU8::new(0));
 pub(crate) const WATCH_PROCESS: u8 = 1;
 pub(crate) const WATCH_FRONT_END: u8 = 2;
 /// The small-block heap (slab.rs) exists: its blocks must not reach the next allocator.
@@ -170,7 +172,9 @@ pub(crate) const WATCH_SLAB: u8 = 4;
 
 /// Called when the small-block heap makes its reservation, before its first block is handed out.
 pub(crate) fn watch_slab_frees() {
-    FOREIGN_WATCH.fetch_or(WATCH_SLAB, Ordering::Relaxed);
+    FOREIGN_WATCH
+        .atomic()
+        .fetch_or(WATCH_SLAB, Ordering::Relaxed);
 }
 
 /// One free to the next allocator in this many is sampled (see `router::note_next_free`).
@@ -214,9 +218,13 @@ pub(crate) fn mode_changed(m: RegionMode) {
     };
     MODE.store(bits, Ordering::Relaxed);
     if bits & MODE_PROCESS != 0 {
-        FOREIGN_WATCH.fetch_or(WATCH_PROCESS, Ordering::Relaxed);
+        FOREIGN_WATCH
+            .atomic()
+            .fetch_or(WATCH_PROCESS, Ordering::Relaxed);
     } else {
-        FOREIGN_WATCH.fetch_and(!WATCH_PROCESS, Ordering::Relaxed);
+        FOREIGN_WATCH
+            .atomic()
+            .fetch_and(!WATCH_PROCESS, Ordering::Relaxed);
     }
 }
 
@@ -258,12 +266,17 @@ pub fn options_ready() -> bool {
 
 /// `ThreadState::active` of a thread outside regions whose mode is known: allocations go straight
 /// to the next allocator, without looking at the global mode.
-pub const SETTLED: *const Arena = 1 as *const Arena;
+pub const SETTLED: *const Arena = SETTLED_BITS as *const Arena;
+/// [`SETTLED`] as an integer, for assembly that tests `ThreadState::active` (the preload
+/// library's `malloc` entry point).
+pub const SETTLED_BITS: usize = 1;
 
 /// `ThreadState::active` of a thread whose allocations go through the lifetime predictor to its
 /// arena (`ThreadState::arena`): process mode, and regions of an arena whose regions leave blocks
 /// behind (see lifetime.rs).
-pub const PREDICT: *const Arena = 2 as *const Arena;
+pub const PREDICT: *const Arena = PREDICT_BITS as *const Arena;
+/// [`PREDICT`] as an integer: every larger `active` value is an arena (see [`is_arena`]).
+pub const PREDICT_BITS: usize = 2;
 
 /// True when an `active` value is an arena (not null, not [`SETTLED`], not [`PREDICT`]).
 #[inline(always)]

@@ -35,14 +35,15 @@ use core::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 
 use crate::arena::{self, Arena, ArenaConfig, ArenaStats};
 use crate::os;
+use crate::published::Published;
 
 /// Slots beyond this many are never used (bitmap size).
 pub const MAX_SLOTS: usize = 4096;
 
 /// Start of the reservation; 0 until it exists.
-static BASE: AtomicUsize = AtomicUsize::new(0);
+pub static BASE: Published<AtomicUsize> = Published::new(AtomicUsize::new(0));
 /// Length in bytes of the usable (slot-aligned) reservation; 0 until it exists.
-static LEN: AtomicUsize = AtomicUsize::new(0);
+pub static LEN: Published<AtomicUsize> = Published::new(AtomicUsize::new(0));
 /// log2 of the slot size.
 static SLOT_SHIFT: AtomicUsize = AtomicUsize::new(0);
 
@@ -196,8 +197,8 @@ fn init_locked(table: &mut SlotTable, slot_size: usize, reserve_bytes: usize) ->
         if let Some(base) = os::reserve_aligned(len, slot_size) {
             table.slots = slots;
             SLOT_SHIFT.store(slot_size.trailing_zeros() as usize, Ordering::Relaxed);
-            BASE.store(base, Ordering::Relaxed);
-            LEN.store(len, Ordering::Release);
+            BASE.atomic().store(base, Ordering::Relaxed);
+            LEN.atomic().store(len, Ordering::Release);
             return true;
         }
         slots /= 2;

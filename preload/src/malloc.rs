@@ -63,14 +63,98 @@ macro_rules! with_site {
 
 pub(crate) use with_site;
 
+#[cfg(not(all(
+    target_arch = "x86_64",
+    target_os = "linux",
+    not(feature = "tls-thread-local")
+)))]
 with_site! {
     /// `malloc(3)`. The inlined fast path calls nothing; everything else is one call.
     fn malloc(size: usize) => malloc_at, "rsi"
 }
 
+/// `malloc(3)`. It loads the thread's `active` value itself (the initial-exec TLS load of
+/// region.rs) and dispatches on it, with the site (the return address) and `active` in the
+/// next argument registers: a thread in a region goes to [`malloc_in_arena`]; a thread outside
+/// regions whose mode is known (`SETTLED`) jumps straight to the next allocator's `malloc`
+/// (eight instructions, one taken branch; the site stub and `malloc_at`'s own load and tests
+/// took ten and three); the rest (first use, process mode) go to [`malloc_unsettled`].
+///
+/// # Safety
+/// As the C function.
+#[cfg(all(
+    target_arch = "x86_64",
+    target_os = "linux",
+    not(feature = "tls-thread-local")
+))]
+#[unsafe(naked)]
+#[no_mangle]
+pub unsafe extern "C" fn malloc(size: usize) -> *mut c_void {
+    core::arch::naked_asm!(
+        "mov rax, qword ptr [rip + resizealloc_thread_state@GOTTPOFF]",
+        "mov rdx, qword ptr fs:[rax]",
+        "mov rsi, qword ptr [rsp]",
+        "cmp rdx, {predict}",
+        "ja {in_arena}",
+        "cmp rdx, {settled}",
+        "jne {unsettled}",
+        // `real::MALLOC` always holds a callable `malloc` (the next object's, or the resolver).
+        "jmp qword ptr [rip + {next}]",
+        predict = const resizealloc::region::PREDICT_BITS,
+        settled = const resizealloc::region::SETTLED_BITS,
+        in_arena = sym malloc_in_arena,
+        unsettled = sym malloc_unsettled,
+        next = sym real::MALLOC,
+    )
+}
+
+/// `malloc` inside a region: `active` is the thread's own active arena (the entry point tested
+/// `region::is_arena`).
+#[cfg(all(
+    target_arch = "x86_64",
+    target_os = "linux",
+    not(feature = "tls-thread-local")
+))]
+extern "C" fn malloc_in_arena(
+    size: usize,
+    site: usize,
+    active: *const resizealloc::arena::Arena,
+) -> *mut c_void {
+    // SAFETY: the thread's own active arena; size >= 1; MIN_ALIGN is a power of two.
+    let p = unsafe { (*active).try_alloc_fast(size.max(1), MIN_ALIGN) };
+    if !p.is_null() {
+        return p as *mut c_void;
+    }
+    malloc_slow(size, site)
+}
+
+/// `malloc` outside regions for a thread that is not `SETTLED`: not routed yet (`active` null),
+/// or through the predictor (`PREDICT`).
+#[cfg(all(
+    target_arch = "x86_64",
+    target_os = "linux",
+    not(feature = "tls-thread-local")
+))]
+extern "C" fn malloc_unsettled(
+    size: usize,
+    site: usize,
+    active: *const resizealloc::arena::Arena,
+) -> *mut c_void {
+    if active.is_null() {
+        return malloc_slow(size, site);
+    }
+    malloc_predicted(size.max(1), site)
+}
+
 /// `malloc` for a caller at `site`.
 pub(crate) extern "C" fn malloc_at(size: usize, site: usize) -> *mut c_void {
-    match router::route() {
+    malloc_routed(size, site, router::route())
+}
+
+/// `malloc` for a caller at `site` whose thread takes `route`.
+#[inline(always)]
+fn malloc_routed(size: usize, site: usize, route: router::Route) -> *mut c_void {
+    match route {
         router::Route::Arena(a) => {
             // SAFETY: the thread's own active arena; size >= 1; MIN_ALIGN is a power of two.
             let p = unsafe { (*a).try_alloc_fast(size.max(1), MIN_ALIGN) };
@@ -164,8 +248,50 @@ fn malloc_predicted_general(size: usize, site: usize) -> *mut c_void {
     malloc_routed_away(size)
 }
 
+/// `free(3)`: the range check and the watch test in assembly, so that a pointer of the next
+/// allocator (outside regions nearly all of them) costs eight instructions and one taken
+/// branch before the next allocator's `free` (the compiled version took thirteen and three).
+/// Arena blocks go to [`free_arena_block`], watched foreign pointers to
+/// [`free_foreign_watched`].
+///
+/// The reservation's length is loaded before its base, as `reservation::owns` does (it is
+/// published last; x86 keeps loads in program order).
+#[cfg(target_arch = "x86_64")]
+#[unsafe(naked)]
+#[no_mangle]
+pub extern "C" fn free(p: *mut c_void) {
+    core::arch::naked_asm!(
+        "mov rax, qword ptr [rip + {len}]",
+        "mov rcx, rdi",
+        "sub rcx, qword ptr [rip + {base}]",
+        "cmp rcx, rax",
+        "jb {arena_block}",
+        "cmp byte ptr [rip + {watch}], 0",
+        "jne {watched}",
+        // `real::FREE` always holds a callable `free` (the next object's, or the resolver); no
+        // bootstrap block exists while the watch flags are clear (`WATCH_FRONT_END`).
+        "jmp qword ptr [rip + {next}]",
+        len = sym resizealloc::reservation::LEN,
+        base = sym resizealloc::reservation::BASE,
+        watch = sym resizealloc::region::FOREIGN_WATCH,
+        arena_block = sym free_arena_block,
+        watched = sym free_foreign_watched,
+        next = sym real::FREE,
+    )
+}
+
+/// `free` of a pointer in the arena reservation (from the assembly entry point).
+#[cfg(target_arch = "x86_64")]
+extern "C" fn free_arena_block(p: *mut c_void) {
+    // SAFETY: `p` is in the reservation, so it is an arena block (or the program's bug).
+    if !unsafe { router::free_fast(p as *mut u8) } {
+        free_slow(p);
+    }
+}
+
 /// `free(3)`. The owner thread's single-granule blocks are freed inline; everything else is
 /// one cold call.
+#[cfg(not(target_arch = "x86_64"))]
 #[no_mangle]
 pub extern "C" fn free(p: *mut c_void) {
     // Foreign pointers first: outside regions they are nearly all of them, and one range check
@@ -187,7 +313,7 @@ pub extern "C" fn free(p: *mut c_void) {
 /// small-block heap blocks go back to it, bootstrap blocks stay, process mode samples. Not
 /// cold: in process mode it is the common free.
 #[inline(never)]
-fn free_foreign_watched(p: *mut c_void) {
+extern "C" fn free_foreign_watched(p: *mut c_void) {
     if router::owns_small(p as *mut u8) {
         // SAFETY: a block of the small-block heap that the program frees.
         return unsafe { router::free_small(p as *mut u8) };

@@ -20,8 +20,12 @@ type UsableFn = unsafe extern "C" fn(*mut c_void) -> usize;
 
 // The two hot entries start out pointing at functions that look the next allocator up, so
 // that a call through them needs no null test.
-static MALLOC: AtomicPtr<c_void> = AtomicPtr::new(malloc_unresolved as *mut c_void);
-static FREE: AtomicPtr<c_void> = AtomicPtr::new(free_unresolved as *mut c_void);
+/// The next object's `malloc`, or [`malloc_unresolved`] until it is found: always callable
+/// (the `malloc` entry point jumps through it from assembly).
+pub(crate) static MALLOC: AtomicPtr<c_void> = AtomicPtr::new(malloc_unresolved as *mut c_void);
+/// The next object's `free`, or [`free_unresolved`] until it is found: always callable (the
+/// `free` entry point jumps through it from assembly).
+pub(crate) static FREE: AtomicPtr<c_void> = AtomicPtr::new(free_unresolved as *mut c_void);
 static CALLOC: AtomicPtr<c_void> = AtomicPtr::new(core::ptr::null_mut());
 static REALLOC: AtomicPtr<c_void> = AtomicPtr::new(core::ptr::null_mut());
 static MEMALIGN: AtomicPtr<c_void> = AtomicPtr::new(core::ptr::null_mut());
