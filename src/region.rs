@@ -569,7 +569,13 @@ impl std::error::Error for RegionError {}
 /// Enters a region on the calling thread. Regions nest; only the outermost end resets and
 /// resizes the arena. With `RESIZEALLOC_REGION=off` the depth is counted but nothing is routed.
 pub fn region_begin() {
-    let ts = state();
+    region_begin_with(state());
+}
+
+/// [`region_begin`] for the calling thread's state `ts` (from [`state`]).
+#[doc(hidden)]
+#[inline]
+pub fn region_begin_with(ts: &ThreadState) {
     let depth = ts.depth.get();
     if depth == u32::MAX {
         return;
@@ -611,7 +617,13 @@ pub fn region_begin() {
 /// Leaves the innermost region. The outermost end resets the arena and resizes it to the
 /// region's peak. An end without a begin is an error value, never a panic.
 pub fn region_end() -> Result<(), RegionError> {
-    let ts = state();
+    region_end_with(state())
+}
+
+/// [`region_end`] for the calling thread's state `ts` (from [`state`]).
+#[doc(hidden)]
+#[inline]
+pub fn region_end_with(ts: &ThreadState) -> Result<(), RegionError> {
     let depth = ts.depth.get();
     if depth == 0 {
         return Err(RegionError::NotInRegion);
@@ -636,6 +648,41 @@ pub fn region_end() -> Result<(), RegionError> {
         arena.pop_checkpoint();
     }
     Ok(())
+}
+
+/// [`region_begin`] for a thread (state `ts`) that joined process mode, where the markers only
+/// nest: true when it counted the region, false when the caller must call [`region_begin`].
+/// The C API tries it first: programs mark every step, and this path needs no stack frame.
+#[doc(hidden)]
+#[inline(always)]
+pub fn region_begin_if_joined(ts: &ThreadState) -> bool {
+    // The flag first: a thread in markers mode pays one test.
+    if ts.flags.get() & JOINED == 0 {
+        return false;
+    }
+    let depth = ts.depth.get();
+    if depth == u32::MAX {
+        return false;
+    }
+    ts.depth.set(depth + 1);
+    true
+}
+
+/// [`region_end`] for a thread (state `ts`) that joined process mode and is in a region: the
+/// depth it leaves the thread at, or `None` when the caller must call [`region_end`].
+#[doc(hidden)]
+#[inline(always)]
+pub fn region_end_if_joined(ts: &ThreadState) -> Option<u32> {
+    // As in `region_begin_if_joined`.
+    if ts.flags.get() & JOINED == 0 {
+        return None;
+    }
+    let depth = ts.depth.get();
+    if depth == 0 {
+        return None;
+    }
+    ts.depth.set(depth - 1);
+    Some(depth - 1)
 }
 
 /// Region nesting depth of the calling thread (0 outside regions).

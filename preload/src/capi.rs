@@ -3,20 +3,27 @@
 
 use core::ffi::c_int;
 
-use resizealloc::{region_begin, region_depth, region_end, Stats};
+use resizealloc::{region, region_depth, Stats};
 
 /// Enters a region on the calling thread (regions nest).
 #[no_mangle]
 pub extern "C" fn resize_region_begin() {
-    region_begin();
+    // Process mode's markers only nest: counted here with no stack frame (programs mark every
+    // step); everything else out of line.
+    let ts = region::state();
+    if !region::region_begin_if_joined(ts) {
+        region_begin_unjoined(ts);
+    }
 }
 
-/// Leaves the innermost region: 0 on success, -1 when the thread is not in a region.
-/// The outermost end resets the thread's arena and resizes it to the region's peak; when no
-/// thread is in a region any more, the device pools resize to their region's peak too.
-#[no_mangle]
-pub extern "C" fn resize_region_end() -> c_int {
-    match region_end() {
+#[inline(never)]
+fn region_begin_unjoined(ts: &region::ThreadState) {
+    region::region_begin_with(ts);
+}
+
+#[inline(never)]
+fn region_end_unjoined(ts: &region::ThreadState) -> c_int {
+    match region::region_end_with(ts) {
         Ok(()) => {
             #[cfg(target_arch = "x86_64")]
             if region_depth() == 0 {
@@ -26,6 +33,23 @@ pub extern "C" fn resize_region_end() -> c_int {
         }
         Err(_) => -1,
     }
+}
+
+/// Leaves the innermost region: 0 on success, -1 when the thread is not in a region.
+/// The outermost end resets the thread's arena and resizes it to the region's peak; when no
+/// thread is in a region any more, the device pools resize to their region's peak too.
+#[no_mangle]
+pub extern "C" fn resize_region_end() -> c_int {
+    // As in `resize_region_begin`.
+    let ts = region::state();
+    let Some(_depth) = region::region_end_if_joined(ts) else {
+        return region_end_unjoined(ts);
+    };
+    #[cfg(target_arch = "x86_64")]
+    if _depth == 0 {
+        crate::cuda::note_thread_left_region();
+    }
+    0
 }
 
 /// Region nesting depth of the calling thread (0 outside regions).
