@@ -829,8 +829,13 @@ pub unsafe fn free(heap: *mut Heap, p: *mut u8) {
     unsafe {
         let owner = (*pg).heap.load(Ordering::Relaxed);
         if !heap.is_null() && owner & !FULL == heap as usize {
-            // Our page (full or not): into the block cache while it has room.
-            let tc = &(*heap).cache[(*pg).class.get() as usize];
+            // Our page (full or not): into the block cache while it has room. (A page of ours
+            // has a valid class; a pointer that is not a block may not, and must not index.)
+            let class = (*pg).class.get() as usize;
+            if class >= CLASSES {
+                double_free();
+            }
+            let tc = &(*heap).cache[class];
             let n = tc.count.get();
             if n < tc.limit.get() {
                 if tc.head.get() == b {

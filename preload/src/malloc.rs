@@ -321,10 +321,17 @@ extern "C" fn free_foreign_watched(p: *mut c_void) {
     if p.is_null() || real::is_boot(p) {
         return;
     }
+    free_next_counted(p);
+}
+
+/// A free to the next allocator while process mode counts them (one in sixteen sampled), out
+/// of line so that [`free_foreign_watched`]'s small-block path needs no stack frame.
+#[inline(never)]
+fn free_next_counted(p: *mut c_void) {
     if router::note_next_free() {
         crate::glibc_compat::sample_next_free(p);
     }
-    // SAFETY: not ours, not a bootstrap block.
+    // SAFETY: not ours, not a bootstrap block (the caller checked).
     unsafe { real::free_next(p) }
 }
 
