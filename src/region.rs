@@ -375,7 +375,13 @@ pub(crate) fn load_own() -> *const Arena {
 /// The calling thread's small-block heap, or null when it has none yet.
 #[inline(always)]
 pub(crate) fn slab_heap() -> *mut slab::Heap {
-    state().heap.get()
+    slab_heap_of(state())
+}
+
+/// The small-block heap of the thread whose state is `ts`, or null when it has none yet.
+#[inline(always)]
+pub(crate) fn slab_heap_of(ts: &ThreadState) -> *mut slab::Heap {
+    ts.heap.get()
 }
 
 /// Gives the calling thread a small-block heap (null when it cannot have one: exiting, or no

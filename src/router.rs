@@ -110,11 +110,18 @@ pub fn alloc_slow_at(size: usize, align: usize, site: usize) -> *mut u8 {
 /// [`Arena::try_alloc_predicted_fast`]); [`Predicted::General`] means "take
 /// [`alloc_predicted_general`]", which decides again from scratch.
 ///
+/// `ts` is the calling thread's state ([`region::state`]), which the caller loads once for this
+/// and [`alloc_small_cached`].
+///
 /// # Safety
 /// `size >= 1`.
 #[inline(always)]
-pub unsafe fn try_alloc_predicted_fast(size: usize, site: usize) -> Predicted {
-    let a = region::predicted_arena(region::state());
+pub unsafe fn try_alloc_predicted_fast(
+    ts: &region::ThreadState,
+    size: usize,
+    site: usize,
+) -> Predicted {
+    let a = region::predicted_arena(ts);
     if a.is_null() {
         return Predicted::General;
     }
@@ -232,12 +239,13 @@ pub fn alloc_small(size: usize) -> *mut u8 {
 /// [`alloc_small`] from the thread's cache of the size's class alone: null when the size is not
 /// a small one, the thread has no heap yet, or the cache is empty (then [`alloc_small`] does
 /// the rest). Calls nothing, so a caller that inlines it needs no stack frame for it.
+/// `ts` is the calling thread's state.
 #[inline(always)]
-pub fn alloc_small_cached(size: usize) -> *mut u8 {
+pub fn alloc_small_cached(ts: &region::ThreadState, size: usize) -> *mut u8 {
     if size.wrapping_sub(1) >= slab::MAX_SMALL {
         return ptr::null_mut();
     }
-    let h = region::slab_heap();
+    let h = region::slab_heap_of(ts);
     if h.is_null() {
         return ptr::null_mut();
     }

@@ -183,10 +183,12 @@ fn malloc_slow(size: usize, site: usize) -> *mut c_void {
 /// common cases call nothing (so need no stack frame); the rest is one tail call. `size >= 1`.
 #[inline(never)]
 fn malloc_predicted(size: usize, site: usize) -> *mut c_void {
-    // SAFETY: size at least 1 (the caller's obligation).
-    match unsafe { router::try_alloc_predicted_fast(size, site) } {
+    // The thread's state once, for the predictor and the small-block heap's cache.
+    let ts = resizealloc::region::state();
+    // SAFETY: size at least 1 (the caller's obligation); `ts` is the calling thread's.
+    match unsafe { router::try_alloc_predicted_fast(ts, size, site) } {
         Predicted::Block(p) => p as *mut c_void,
-        Predicted::Small => malloc_small(size),
+        Predicted::Small => malloc_small(ts, size),
         // The arena answers `Small` for everything the small-block heap would take, so this is
         // the next allocator's (markers mode's predicting regions, large requests).
         Predicted::Next => real::malloc(size),
@@ -198,14 +200,14 @@ fn malloc_predicted(size: usize, site: usize) -> *mut c_void {
 /// else one tail call to the rest of the heap (and the next allocator when the heap has no
 /// memory).
 #[inline(always)]
-fn malloc_small(size: usize) -> *mut c_void {
+fn malloc_small(ts: &resizealloc::region::ThreadState, size: usize) -> *mut c_void {
     // Small requests never take the predictor's general path, where a pending give-back
     // otherwise runs: a program that goes on with small blocks only after freeing a phase to
     // the next allocator runs it here (one load while none is pending).
     if crate::glibc_compat::give_back_pending() {
         return malloc_small_uncached(size);
     }
-    let p = router::alloc_small_cached(size);
+    let p = router::alloc_small_cached(ts, size);
     if !p.is_null() {
         return p as *mut c_void;
     }
