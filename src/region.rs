@@ -264,6 +264,16 @@ pub fn options_ready() -> bool {
 
 // ------------------------------------------------------------------------------ arena routing
 
+/// True when the thread state lives in the initial-exec TLS block `resizealloc_thread_state`
+/// (x86-64 Linux without the `tls-thread-local` feature), which the preload library's `malloc`
+/// entry point reads from assembly. The preload library checks at compile time that it agrees:
+/// Cargo can turn on this crate's feature without the preload library's.
+pub const STATE_IN_TLS_BLOCK: bool = cfg!(all(
+    target_arch = "x86_64",
+    target_os = "linux",
+    not(feature = "tls-thread-local")
+));
+
 /// `ThreadState::active` of a thread outside regions whose mode is known: allocations go straight
 /// to the next allocator, without looking at the global mode.
 pub const SETTLED: *const Arena = SETTLED_BITS as *const Arena;

@@ -73,6 +73,21 @@ with_site! {
     fn malloc(size: usize) => malloc_at, "rsi"
 }
 
+// The assembly `malloc` below reads the core crate's TLS block, which exists only when the core
+// crate is built without its `tls-thread-local` feature. Cargo can enable that feature on the
+// core crate alone (`--features resizealloc/tls-thread-local`, or another crate in the build):
+// the library then linked with the block undefined and failed to load. Now it does not build.
+#[cfg(all(
+    target_arch = "x86_64",
+    target_os = "linux",
+    not(feature = "tls-thread-local")
+))]
+const _: () = assert!(
+    resizealloc::region::STATE_IN_TLS_BLOCK,
+    "the core crate keeps its thread state in `thread_local!`: build resizealloc-preload with \
+     its own `tls-thread-local` feature"
+);
+
 /// `malloc(3)`. It loads the thread's `active` value itself (the initial-exec TLS load of
 /// region.rs) and dispatches on it, with the site (the return address) and `active` in the
 /// next argument registers: a thread in a region goes to [`malloc_in_arena`]; a thread outside
