@@ -3,8 +3,15 @@
 //! exist there (its next slow path would spin forever).
 //!
 //! Both front ends register the handlers: the preload library at load time (before any thread
-//! exists), `ResizeAlloc` from its first slow path. They register once per copy of the crate
-//! (a Rust program that also preloads the library has two copies, each with its own locks).
+//! exists), `ResizeAlloc` from its first slow path (and the Rust API's `region_begin`, `stats`
+//! and `trim`, which take the slot table's lock without allocating). They register once per
+//! copy of the crate (a Rust program that also preloads the library has two copies, each with
+//! its own locks).
+//!
+//! Left open: a thread that forks while another is inside `register_handlers` (at the
+//! process's first allocation) may fork before the handlers exist; and a Rust program whose
+//! very first allocation happens inside another library's fork handler would call
+//! `pthread_atfork` from there, which glibc does not allow.
 
 use core::sync::atomic::{AtomicBool, Ordering};
 
@@ -30,7 +37,10 @@ fn register_slow() {
         return;
     }
     // SAFETY: handlers with the right signatures, which never unwind.
-    unsafe { libc::pthread_atfork(Some(prepare), Some(finish), Some(finish)) };
+    if unsafe { libc::pthread_atfork(Some(prepare), Some(finish), Some(finish)) } != 0 {
+        // Out of memory in glibc: try again from the next slow path.
+        REGISTERED.store(false, Ordering::Release);
+    }
 }
 
 /// Takes every lock, in the order the slow paths take them: the slot table before the

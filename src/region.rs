@@ -585,6 +585,10 @@ impl std::error::Error for RegionError {}
 /// Enters a region on the calling thread. Regions nest; only the outermost end resets and
 /// resizes the arena. With `RESIZEALLOC_REGION=off` the depth is counted but nothing is routed.
 pub fn region_begin() {
+    // A Rust program may begin a region before its first allocation through `ResizeAlloc`
+    // (the C API's entry points call `region_begin_with`; the preload library registered the
+    // handlers at load time).
+    crate::fork::register_handlers();
     region_begin_with(state());
 }
 
@@ -756,6 +760,7 @@ pub fn outside_regions<R>(f: impl FnOnce() -> R) -> R {
 /// Gives memory the calling thread's arena does not need back to the kernel, and the warm
 /// memory kept by arenas of exited threads and by the small-block heap's page pool.
 pub fn trim() {
+    crate::fork::register_handlers(); // as in `region_begin`: this takes the slot table's lock
     reservation::trim_unowned();
     slab::trim_warm();
     let a = state().arena.get();

@@ -122,9 +122,10 @@ pub struct Page {
     reserved: Cell<u32>,
     block_size: Cell<u32>,
     class: Cell<u8>,
-    /// On the abandoned list. Read and written only under the [`ABANDONED`] lock, but atomic
-    /// (relaxed): a thread whose free made an abandoned page empty may still look at it in
-    /// [`settle_abandoned`] after another thread settled it and a new heap took it over.
+    /// On the abandoned list. Changed only under the [`ABANDONED`] lock (and cleared by
+    /// `Page::reset` on a page on no list), but atomic (relaxed): a thread whose free made an
+    /// abandoned page empty may still look at it in [`settle_abandoned`] after another thread
+    /// settled it and a new heap took it over.
     abandoned: AtomicBool,
     prev: Cell<*mut Page>,
     next: Cell<*mut Page>,

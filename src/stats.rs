@@ -120,6 +120,7 @@ pub struct Stats {
 /// Reads the calling thread's and the process's figures. Takes the slot-table lock briefly;
 /// does not allocate.
 pub fn stats() -> Stats {
+    crate::fork::register_handlers(); // as in `region_begin`: this takes the slot table's lock
     let ts = region::state();
     let a = region::own_arena(ts);
     let mine = if a.is_null() {
