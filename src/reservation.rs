@@ -51,7 +51,7 @@ static SLOT_SHIFT: AtomicUsize = AtomicUsize::new(0);
 /// threads, and as many orphaned arenas adoptable with their warm start (see [`retire_arena`]).
 /// Eight: a program that runs its short threads eight at a time then gives each new thread a
 /// warm arena (the probe's `threads`, process mode: 234,000 -> 105,000 page faults, 550 ->
-/// 420-470 ms; glibc 99,000 and 360-390 ms; peak RSS 179-195 -> 200 MiB, glibc's 200). They
+/// 420-470 ms; glibc 99,000 and 360-390 ms; peak RSS 175-190 -> 195 MiB, glibc's 195). They
 /// hold at most 8 x 32 MiB for the purge delay in process mode, 8 x 512 KiB otherwise.
 const WARM_MAX: usize = 8;
 const _: () = assert!(MAX_SLOTS <= u16::MAX as usize, "parked slots are u16");
