@@ -45,8 +45,8 @@ impl<A: GlobalAlloc> ResizeAlloc<A> {
     #[cold]
     #[inline(never)]
     fn alloc_slow(&self, layout: Layout) -> *mut u8 {
-        // Every thread's first allocation comes here (its route is not set yet), before it can
-        // take any of our locks.
+        // Every thread's first allocation comes here (its route is not set yet). The Rust API's
+        // functions that take our locks without allocating register too (see fork.rs).
         crate::fork::register_handlers();
         let p = router::alloc_slow(layout.size().max(1), layout.align());
         if !p.is_null() {
