@@ -96,8 +96,9 @@ unsafe impl<A: GlobalAlloc> GlobalAlloc for ResizeAlloc<A> {
     unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
         match router::route() {
             router::Route::Arena(a) => {
-                // SAFETY: the thread's own active arena; size >= 1; Layout's align is a power of two.
-                let p = unsafe { (*a).try_alloc_fast(layout.size().max(1), layout.align()) };
+                // SAFETY: the thread's own active arena; Layout's align is a power of two; a
+                // size of 0 is declined (and `alloc_slow` serves it as 1).
+                let p = unsafe { (*a).try_alloc_fast(layout.size(), layout.align()) };
                 if !p.is_null() {
                     return p;
                 }

@@ -135,8 +135,9 @@ extern "C" fn malloc_in_arena(
     site: usize,
     active: *const resizealloc::arena::Arena,
 ) -> *mut c_void {
-    // SAFETY: the thread's own active arena; size >= 1; MIN_ALIGN is a power of two.
-    let p = unsafe { (*active).try_alloc_fast(size.max(1), MIN_ALIGN) };
+    // SAFETY: the thread's own active arena; MIN_ALIGN is a power of two; a size of 0 is
+    // declined (and served by the slow path).
+    let p = unsafe { (*active).try_alloc_fast(size, MIN_ALIGN) };
     if !p.is_null() {
         return p as *mut c_void;
     }
@@ -171,8 +172,8 @@ pub(crate) extern "C" fn malloc_at(size: usize, site: usize) -> *mut c_void {
 fn malloc_routed(size: usize, site: usize, route: router::Route) -> *mut c_void {
     match route {
         router::Route::Arena(a) => {
-            // SAFETY: the thread's own active arena; size >= 1; MIN_ALIGN is a power of two.
-            let p = unsafe { (*a).try_alloc_fast(size.max(1), MIN_ALIGN) };
+            // SAFETY: as in `malloc_in_arena`.
+            let p = unsafe { (*a).try_alloc_fast(size, MIN_ALIGN) };
             if !p.is_null() {
                 return p as *mut c_void;
             }
