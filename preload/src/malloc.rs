@@ -73,93 +73,86 @@ with_site! {
     fn malloc(size: usize) => malloc_at, "rsi"
 }
 
-// The assembly `malloc` below reads the core crate's TLS block, which exists only when the core
-// crate is built without its `tls-thread-local` feature. Cargo can enable that feature on the
-// core crate alone (`--features resizealloc/tls-thread-local`, or another crate in the build):
-// the library then linked with the block undefined and failed to load. Now it does not build.
+/// The assembly `malloc` entry point and the two functions it jumps to (x86-64 Linux, with the
+/// core crate's thread state in its initial-exec TLS block).
 #[cfg(all(
     target_arch = "x86_64",
     target_os = "linux",
     not(feature = "tls-thread-local")
 ))]
-const _: () = assert!(
-    resizealloc::region::STATE_IN_TLS_BLOCK,
-    "the core crate keeps its thread state in `thread_local!`: build resizealloc-preload with \
-     its own `tls-thread-local` feature"
-);
+mod entry {
+    use core::ffi::c_void;
 
-/// `malloc(3)`. It loads the thread's `active` value itself (the initial-exec TLS load of
-/// region.rs) and dispatches on it, with the site (the return address) and `active` in the
-/// next argument registers: a thread in a region goes to [`malloc_in_arena`]; a thread outside
-/// regions whose mode is known (`SETTLED`) jumps straight to the next allocator's `malloc`
-/// (eight instructions, one taken branch; the site stub and `malloc_at`'s own load and tests
-/// took ten and three); the rest (first use, process mode) go to [`malloc_unsettled`].
-///
-/// # Safety
-/// As the C function.
-#[cfg(all(
-    target_arch = "x86_64",
-    target_os = "linux",
-    not(feature = "tls-thread-local")
-))]
-#[unsafe(naked)]
-#[no_mangle]
-pub unsafe extern "C" fn malloc(size: usize) -> *mut c_void {
-    core::arch::naked_asm!(
-        "mov rax, qword ptr [rip + resizealloc_thread_state@GOTTPOFF]",
-        "mov rdx, qword ptr fs:[rax]",
-        "mov rsi, qword ptr [rsp]",
-        "cmp rdx, {predict}",
-        "ja {in_arena}",
-        "cmp rdx, {settled}",
-        "jne {unsettled}",
-        // `real::MALLOC` always holds a callable `malloc` (the next object's, or the resolver).
-        "jmp qword ptr [rip + {next}]",
-        predict = const resizealloc::region::PREDICT_BITS,
-        settled = const resizealloc::region::SETTLED_BITS,
-        in_arena = sym malloc_in_arena,
-        unsettled = sym malloc_unsettled,
-        next = sym real::MALLOC,
-    )
-}
+    use super::{malloc_predicted, malloc_slow, MIN_ALIGN};
 
-/// `malloc` inside a region: `active` is the thread's own active arena (the entry point tested
-/// `region::is_arena`).
-#[cfg(all(
-    target_arch = "x86_64",
-    target_os = "linux",
-    not(feature = "tls-thread-local")
-))]
-extern "C" fn malloc_in_arena(
-    size: usize,
-    site: usize,
-    active: *const resizealloc::arena::Arena,
-) -> *mut c_void {
-    // SAFETY: the thread's own active arena; MIN_ALIGN is a power of two; a size of 0 is
-    // declined (and served by the slow path).
-    let p = unsafe { (*active).try_alloc_fast(size, MIN_ALIGN) };
-    if !p.is_null() {
-        return p as *mut c_void;
+    // The assembly `malloc` below reads the core crate's TLS block, which exists only when the core
+    // crate is built without its `tls-thread-local` feature. Cargo can enable that feature on the
+    // core crate alone (`--features resizealloc/tls-thread-local`, or another crate in the build):
+    // the library then linked with the block undefined and failed to load. Now it does not build.
+    const _: () = assert!(
+        resizealloc::region::STATE_IN_TLS_BLOCK,
+        "the core crate keeps its thread state in `thread_local!`: build resizealloc-preload with \
+         its own `tls-thread-local` feature"
+    );
+
+    /// `malloc(3)`. It loads the thread's `active` value itself (the initial-exec TLS load of
+    /// region.rs) and dispatches on it, with the site (the return address) and `active` in the
+    /// next argument registers: a thread in a region goes to [`malloc_in_arena`]; a thread outside
+    /// regions whose mode is known (`SETTLED`) jumps straight to the next allocator's `malloc`
+    /// (eight instructions, one taken branch; the site stub and `malloc_at`'s own load and tests
+    /// took ten and three); the rest (first use, process mode) go to [`malloc_unsettled`].
+    ///
+    /// # Safety
+    /// As the C function.
+    #[unsafe(naked)]
+    #[no_mangle]
+    pub unsafe extern "C" fn malloc(size: usize) -> *mut c_void {
+        core::arch::naked_asm!(
+            "mov rax, qword ptr [rip + resizealloc_thread_state@GOTTPOFF]",
+            "mov rdx, qword ptr fs:[rax]",
+            "mov rsi, qword ptr [rsp]",
+            "cmp rdx, {predict}",
+            "ja {in_arena}",
+            "cmp rdx, {settled}",
+            "jne {unsettled}",
+            // `real::MALLOC` always holds a callable `malloc` (the next object's, or the resolver).
+            "jmp qword ptr [rip + {next}]",
+            predict = const resizealloc::region::PREDICT_BITS,
+            settled = const resizealloc::region::SETTLED_BITS,
+            in_arena = sym malloc_in_arena,
+            unsettled = sym malloc_unsettled,
+            next = sym crate::real::MALLOC,
+        )
     }
-    malloc_slow(size, site)
-}
 
-/// `malloc` outside regions for a thread that is not `SETTLED`: not routed yet (`active` null),
-/// or through the predictor (`PREDICT`).
-#[cfg(all(
-    target_arch = "x86_64",
-    target_os = "linux",
-    not(feature = "tls-thread-local")
-))]
-extern "C" fn malloc_unsettled(
-    size: usize,
-    site: usize,
-    active: *const resizealloc::arena::Arena,
-) -> *mut c_void {
-    if active.is_null() {
-        return malloc_slow(size, site);
+    /// `malloc` inside a region: `active` is the thread's own active arena (the entry point tested
+    /// `region::is_arena`).
+    extern "C" fn malloc_in_arena(
+        size: usize,
+        site: usize,
+        active: *const resizealloc::arena::Arena,
+    ) -> *mut c_void {
+        // SAFETY: the thread's own active arena; MIN_ALIGN is a power of two; a size of 0 is
+        // declined (and served by the slow path).
+        let p = unsafe { (*active).try_alloc_fast(size, MIN_ALIGN) };
+        if !p.is_null() {
+            return p as *mut c_void;
+        }
+        malloc_slow(size, site)
     }
-    malloc_predicted(size.max(1), site)
+
+    /// `malloc` outside regions for a thread that is not `SETTLED`: not routed yet (`active` null),
+    /// or through the predictor (`PREDICT`).
+    extern "C" fn malloc_unsettled(
+        size: usize,
+        site: usize,
+        active: *const resizealloc::arena::Arena,
+    ) -> *mut c_void {
+        if active.is_null() {
+            return malloc_slow(size, site);
+        }
+        malloc_predicted(size.max(1), site)
+    }
 }
 
 /// `malloc` for a caller at `site`.
