@@ -2813,8 +2813,13 @@ impl Arena {
         self.give_back_around(self.data_start, 0, 0, empty);
         self.live_after_purge.set(self.live_bytes());
         self.resident_after_purge.set(self.resident());
-        // The frees' budget to the next look: a quarter of what is resident now (see
-        // `look_at_bound`).
+        self.reset_emptied_left();
+    }
+
+    /// The frees' budget to the next look at the bound: a quarter of what is resident now
+    /// (counted before a purge, a purge of 200 MiB left the next 8 MiB of frees short of the
+    /// next look).
+    fn reset_emptied_left(&self) {
         self.emptied_left
             .set((self.resident() / 4).max(EMPTIED_MIN));
     }
@@ -2895,10 +2900,7 @@ impl Arena {
         if self.closed.get() && footprint::may_reopen(self.resident(), self.allowance(0)) {
             self.closed.set(false);
         }
-        // A quarter of what is resident now, after any purge (counted before it, a purge of
-        // 200 MiB left the next 8 MiB of frees short of the next look).
-        self.emptied_left
-            .set((self.resident() / 4).max(EMPTIED_MIN));
+        self.reset_emptied_left();
     }
 
     /// Process mode: frees left more resident memory than the bound allows. The free granules

@@ -83,7 +83,7 @@ with_site! {
 mod entry {
     use core::ffi::c_void;
 
-    use super::{malloc_predicted, malloc_slow, MIN_ALIGN};
+    use super::{malloc_predicted, malloc_slow};
 
     // The assembly `malloc` below reads the core crate's TLS block, which exists only when the core
     // crate is built without its `tls-thread-local` feature. Cargo can enable that feature on the
@@ -132,13 +132,7 @@ mod entry {
         site: usize,
         active: *const resizealloc::arena::Arena,
     ) -> *mut c_void {
-        // SAFETY: the thread's own active arena; MIN_ALIGN is a power of two; a size of 0 is
-        // declined (and served by the slow path).
-        let p = unsafe { (*active).try_alloc_fast(size, MIN_ALIGN) };
-        if !p.is_null() {
-            return p as *mut c_void;
-        }
-        malloc_slow(size, site)
+        super::malloc_in(active, size, site)
     }
 
     /// `malloc` outside regions for a thread that is not `SETTLED`: not routed yet (`active` null),
@@ -157,25 +151,24 @@ mod entry {
 
 /// `malloc` for a caller at `site`.
 pub(crate) extern "C" fn malloc_at(size: usize, site: usize) -> *mut c_void {
-    malloc_routed(size, site, router::route())
-}
-
-/// `malloc` for a caller at `site` whose thread takes `route`.
-#[inline(always)]
-fn malloc_routed(size: usize, site: usize, route: router::Route) -> *mut c_void {
-    match route {
-        router::Route::Arena(a) => {
-            // SAFETY: as in `malloc_in_arena`.
-            let p = unsafe { (*a).try_alloc_fast(size, MIN_ALIGN) };
-            if !p.is_null() {
-                return p as *mut c_void;
-            }
-            malloc_slow(size, site)
-        }
+    match router::route() {
+        router::Route::Arena(a) => malloc_in(a, size, site),
         router::Route::Next => real::malloc(size),
         router::Route::Check => malloc_slow(size, site),
         router::Route::Predict => malloc_predicted(size.max(1), site),
     }
+}
+
+/// `malloc` from `a`, the calling thread's active arena: its fast path, else the slow path.
+#[inline(always)]
+fn malloc_in(a: *const resizealloc::arena::Arena, size: usize, site: usize) -> *mut c_void {
+    // SAFETY: the thread's own active arena; MIN_ALIGN is a power of two; a size of 0 is
+    // declined (and served by the slow path).
+    let p = unsafe { (*a).try_alloc_fast(size, MIN_ALIGN) };
+    if !p.is_null() {
+        return p as *mut c_void;
+    }
+    malloc_slow(size, site)
 }
 
 #[cold]
@@ -291,8 +284,9 @@ pub extern "C" fn free(p: *mut c_void) {
     )
 }
 
-/// `free` of a pointer in the arena reservation (from the assembly entry point).
-#[cfg(target_arch = "x86_64")]
+/// `free` of a pointer in the arena reservation: the owner's blocks inline, the rest one cold
+/// call.
+#[cfg_attr(not(target_arch = "x86_64"), inline(always))]
 extern "C" fn free_arena_block(p: *mut c_void) {
     // SAFETY: `p` is in the reservation, so it is an arena block (or the program's bug).
     if !unsafe { router::free_fast(p as *mut u8) } {
@@ -314,10 +308,7 @@ pub extern "C" fn free(p: *mut c_void) {
         // SAFETY: not ours, and no bootstrap block was ever handed out (the flag says so).
         return unsafe { real::free_next(p) };
     }
-    // SAFETY: `p` is in the reservation, so it is an arena block (or the program's bug).
-    if !unsafe { router::free_fast(p as *mut u8) } {
-        free_slow(p);
-    }
+    free_arena_block(p)
 }
 
 /// A free of a pointer outside the arena while frees to the next allocator are watched:
@@ -332,17 +323,10 @@ extern "C" fn free_foreign_watched(p: *mut c_void) {
     if p.is_null() || real::is_boot(p) {
         return;
     }
-    free_next_counted(p);
-}
-
-/// A free to the next allocator while process mode counts them (one in sixteen sampled), out
-/// of line so that [`free_foreign_watched`]'s small-block path needs no stack frame.
-#[inline(never)]
-fn free_next_counted(p: *mut c_void) {
     if router::note_next_free() {
         crate::glibc_compat::sample_next_free(p);
     }
-    // SAFETY: not ours, not a bootstrap block (the caller checked).
+    // SAFETY: not ours, not a bootstrap block.
     unsafe { real::free_next(p) }
 }
 
