@@ -3,7 +3,9 @@
 # run the same binary (scripts/bench_alloc.c), interleaved over ROUNDS rounds, beside three
 # references: "ideal" (scripts/bench_ideal.c: a bump pointer behind malloc, unsound on purpose,
 # the physical limit of an interposer), "forwarder" (scripts/bench_forwarder.c: a bare
-# interposer that only forwards) and "floor" (the work alone, no allocator). "off" is
+# interposer that only forwards), "sound" (scripts/bench_sound_floor.c: the leanest sound region
+# allocator we could write, on the bumper and lifo workloads: what soundness alone costs over the
+# ideal) and "floor" (the work alone, no allocator). "off" is
 # libresizealloc.so with RESIZEALLOC_REGION=off, measured on the outside workload only.
 # Table 1: the median of each figure over rounds. Table 2: each ratio is computed within a round
 # (same machine state) and the table gives the median of the per-round ratios.
@@ -55,11 +57,13 @@ NAMES+=(resizealloc); PRELOAD[resizealloc]=$SO
 # BASELINE_SO=/path/to/an/older/libresizealloc.so adds it as the column "before", interleaved in
 # the same rounds: the way to show that a change did not make the region workloads slower.
 if [[ -n ${BASELINE_SO:-} ]]; then NAMES+=(before); PRELOAD[before]=$BASELINE_SO; fi
-IDEAL=$OUT/libideal.so FWD=$OUT/libforwarder.so
+IDEAL=$OUT/libideal.so FWD=$OUT/libforwarder.so SOUND=$OUT/libsoundfloor.so
 gcc -O2 -shared -fPIC -o "$IDEAL" scripts/bench_ideal.c -ldl
 gcc -O2 -shared -fPIC -o "$FWD" scripts/bench_forwarder.c -ldl
-NAMES+=(ideal forwarder off floor)
+gcc -O2 -shared -fPIC -o "$SOUND" scripts/bench_sound_floor.c -ldl
+NAMES+=(ideal sound forwarder off floor)
 PRELOAD[ideal]=$ROOT/$IDEAL PRELOAD[forwarder]=$ROOT/$FWD PRELOAD[off]=$SO PRELOAD[floor]=""
+PRELOAD[sound]=$ROOT/$SOUND EXTRA[sound]="--only bumper,lifo"
 ENVS[off]="RESIZEALLOC_REGION=off" EXTRA[off]="--only outside" EXTRA[floor]="--floor"
 
 # 4. interleaved rounds; the starting allocator rotates each round
@@ -133,10 +137,11 @@ END {
         }
     }
     print ""; print "### Ratios: median of per-round ratios (below 1 is faster; for threads, throughput inverted)"; print ""
-    print "| workload | resizealloc / ideal | resizealloc / fastest peer | resizealloc / glibc | targets |"
-    print "|---|---:|---:|---:|---|"
+    print "| workload | resizealloc / ideal | sound floor / ideal | resizealloc / fastest peer | resizealloc / glibc | targets |"
+    print "|---|---:|---:|---:|---:|---|"
     for (w = 1; w <= 8; w++) {
         wl = W[w]; ri = ratio(wl, "resizealloc", "ideal"); rp = ratio(wl, "resizealloc", "peer"); rg = ratio(wl, "resizealloc", "glibc")
+        rs = ratio(wl, "sound", "ideal")
         tg = ""
         if (wl ~ /^(bumper|lifo|mixed)$/) tg = "<= 1.10x ideal: " check(ri, 1.10) "; <= 1.00x fastest peer: " check(rp, 1.0)
         if (wl == "mixed") tg = tg "; <= 0.50x fastest peer: " check(rp, 0.5)
@@ -146,10 +151,10 @@ END {
             ro = ratio(wl, "off", "forwarder"); rd = ratio(wl, "resizealloc", "forwarder")
             tg = "REGION=off / forwarder " fr(ro) " (<= 1.05x: " check(ro, 1.05) "); default mode / forwarder " fr(rd)
         }
-        print "| " wl " | " fr(ri) " | " fr(rp) " | " fr(rg) " | " tg " |"
+        print "| " wl " | " fr(ri) " | " (rs == "" ? "" : fr(rs)) " | " fr(rp) " | " fr(rg) " | " tg " |"
     }
     sc = med_of("thread_scaling", "resizealloc")
-    print "| thread_scaling | | | | resizealloc 2 threads / 1 thread " fmt(sc) "x (>= 1.90x: " (sc == "" ? "n/a" : (sc >= 1.9 ? "PASS" : "FAIL")) ") |"
+    print "| thread_scaling | | | | | resizealloc 2 threads / 1 thread " fmt(sc) "x (>= 1.90x: " (sc == "" ? "n/a" : (sc >= 1.9 ? "PASS" : "FAIL")) ") |"
     printf "workload" > chart; for (i = 1; i <= na; i++) if (A[i] != "off") printf " %s", A[i] > chart; print "" > chart
     for (i = 1; i <= nr; i++) print rows[i] > chart
 }' "$RAW"/*.txt >"$OUT/results.md"
@@ -160,6 +165,7 @@ elapsed=$(awk -v s="$START" -v e="$(date +%s.%N)" 'BEGIN { printf "%.1f", e - s 
     echo "$ROUNDS interleaved rounds (each figure in a round is the best of 3 in-process reps); $(nproc) CPUs; total ${elapsed}s."
     echo "ns/alloc and us/region: lower is better; allocs/s: higher is better. fastest peer: the best of glibc,"
     echo "mimalloc, jemalloc and tcmalloc in the same round. ideal: bump pointer behind malloc (unsound; the limit)."
+    echo "sound floor: the leanest sound region allocator we could write (scripts/bench_sound_floor.c)."
 } >>"$OUT/results.md"
 cat "$OUT/results.md"
 

@@ -4,7 +4,8 @@
 #   1. Rust: one 80-byte alloc+free pair through ResizeAlloc in a region, outside, System, and
 #      bumpalo (alloc only): examples/hotpath.rs.
 #   2. C under LD_PRELOAD: the patterns of scripts/callgrind_ops.c under libresizealloc.so, the
-#      ideal interposer (scripts/bench_ideal.c), glibc and, for "outside", the bare forwarder
+#      ideal interposer (scripts/bench_ideal.c), glibc, for "pair", "lifo64" and "calloc" the
+#      sound floor (scripts/bench_sound_floor.c: the leanest sound design), for "outside" the bare forwarder
 #      (and RESIZEALLOC_REGION=off; for "markers", "escape", "churn" and "window", process mode too). BASELINE_SO=path adds an older libresizealloc.so as "before".
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -33,6 +34,7 @@ OPS=$OUT/callgrind_ops
 gcc -std=gnu11 -O2 -Wall -pthread -o "$OPS" scripts/callgrind_ops.c -ldl -lm
 gcc -O2 -shared -fPIC -o "$OUT/libideal.so" scripts/bench_ideal.c -ldl
 gcc -O2 -shared -fPIC -o "$OUT/libforwarder.so" scripts/bench_forwarder.c -ldl
+gcc -O2 -shared -fPIC -o "$OUT/libsoundfloor.so" scripts/bench_sound_floor.c -ldl
 SO=$PWD/target/release/libresizealloc.so
 echo
 echo "C under LD_PRELOAD: instructions per operation (per block for lifo64, mixed, first, remote)"
@@ -44,7 +46,9 @@ for pat in pair lifo64 mixed calloc realloc first remote outside markers escape 
   row="| $pat | $(per $n env LD_PRELOAD="$SO" "$OPS" $pat) |"
   [[ -n ${BASELINE_SO:-} ]] && row="$row $(per $n env LD_PRELOAD="$BASELINE_SO" "$OPS" $pat) |"
   row="$row $(per $n env LD_PRELOAD="$PWD/$OUT/libideal.so" "$OPS" $pat) | $(per $n "$OPS" $pat) |"
-  if [[ $pat == markers || $pat == escape || $pat == churn || $pat == window ]]; then
+  if [[ $pat == pair || $pat == lifo64 || $pat == calloc ]]; then
+    row="$row sound floor $(per $n env LD_PRELOAD="$PWD/$OUT/libsoundfloor.so" "$OPS" $pat) |"
+  elif [[ $pat == markers || $pat == escape || $pat == churn || $pat == window ]]; then
     row="$row process mode $(per $n env LD_PRELOAD="$SO" RESIZEALLOC_REGION=process "$OPS" $pat) |"
   elif [[ $pat == outside ]]; then
     row="$row forwarder $(per $n env LD_PRELOAD="$PWD/$OUT/libforwarder.so" "$OPS" $pat), REGION=off $(per $n env LD_PRELOAD="$SO" RESIZEALLOC_REGION=off "$OPS" $pat) |"

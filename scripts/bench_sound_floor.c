@@ -1,0 +1,206 @@
+/* bench_sound_floor.c: the leanest *sound* region allocator behind malloc we could write, as a
+ * measuring stick beside bench_ideal.c. The ideal is unsound on purpose: its free does nothing,
+ * so a block freed out of order, or one that escapes its region, is overwritten by the next one.
+ * This one keeps the guarantees a sound allocator cannot drop, and only those, in the cheapest
+ * form we know:
+ *
+ *   - a freed block is reused, in a region, once it and every block above it are freed (LIFO and
+ *     FIFO frees take the bump pointer back), so a loop does not walk through memory;
+ *   - a block that is still live is never reused: the region end goes back only when every
+ *     block is freed (an escaped block keeps the region's memory: no reclaim, no memory bound);
+ *   - a double free or a free of a pointer it never handed out is refused (abort), never taken;
+ *   - the high-water mark a resize needs is kept;
+ *   - malloc(0) gets a block of its own.
+ *
+ * It has no block headers: each thread keeps an *object stack* beside its bump area, one word
+ * per block (the block's address; bit 0 set once it is freed out of order). Entries are in
+ * address order, so the last one is the block at the bump pointer, and a block's size is the
+ * distance to the next entry. What it leaves out, and a real allocator must pay for on top:
+ * frees from other threads (they are refused here: abort), escaped blocks' reclaim and its
+ * memory bound, realloc in place, malloc_usable_size, statistics, process mode, spills past
+ * the slice, options. It is a floor for the in-region pair, not an allocator to ship.
+ *
+ * Build: gcc -O2 -shared -fPIC -o libsoundfloor.so bench_sound_floor.c -ldl */
+#include "bench_next.h" /* first: it defines _GNU_SOURCE */
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sched.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#define SLICE ((uintptr_t)256 << 20) /* bump area per thread */
+#define STACK (SLICE / 16 * 8 + 64)  /* one word per 16 bytes of bump area, and a sentinel */
+#define SLICES 32
+/* SLICES * SLICE bytes of bump areas. Until they are reserved, `space` is the highest range of
+ * that size, which no user pointer (and not NULL) falls in, so that `ours` needs no other test. */
+#define UNRESERVED ((char *)(uintptr_t)0 - SLICES * SLICE)
+static char *space = UNRESERVED;
+static char *stacks;  /* SLICES * STACK bytes of object stacks */
+static unsigned slices_used;
+
+/* One thread's state, in one initial-exec TLS block so that a path finds it with one GOT load.
+ * (The ideal keeps its three words as separate TLS variables: one GOT load each.) */
+struct thread_state {
+    char *cur;            /* bump pointer */
+    char *lim;            /* end of the slice */
+    uintptr_t *sp;        /* next entry of the object stack */
+    char *peak;           /* highest `cur` seen: the high-water mark a resize needs */
+    uintptr_t *sp_base;   /* first entry; sp_base[-1] stays 0 (a sentinel for free) */
+    char *base;           /* start of the slice */
+    int depth;            /* region nesting */
+};
+/* Before a thread's first region its stack pointer points past this 0 word, so that free's test
+ * of the last entry needs no null test: it never matches a pointer of ours. */
+static const uintptr_t no_stack[2];
+static __thread struct thread_state T __attribute__((tls_model("initial-exec"))) = {
+    .sp = (uintptr_t *)&no_stack[1],
+};
+#define cur T.cur
+#define lim T.lim
+#define sp T.sp
+#define peak T.peak
+#define sp_base T.sp_base
+#define base T.base
+#define depth T.depth
+
+static inline int ours(void *p) { return (uintptr_t)p - (uintptr_t)space < SLICES * SLICE; }
+
+static void refuse(const char *what, void *p) {
+    char msg[96];
+    int n = snprintf(msg, sizeof msg, "sound floor: %s %p\n", what, p);
+    if (n > 0) (void)!write(2, msg, (size_t)n);
+    abort();
+}
+
+static void *reserve(size_t len) {
+    char *s = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE,
+                   -1, 0);
+    return s == MAP_FAILED ? NULL : s;
+}
+
+/* 0: not reserved, 1: being reserved, 2: reserved (or failed: `space` stays UNRESERVED). */
+static int reserved;
+
+static void reserve_once(void) {
+    int expected = 0;
+    if (__atomic_compare_exchange_n(&reserved, &expected, 1, 0, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE)) {
+        char *s = reserve(SLICES * SLICE), *t = reserve(SLICES * STACK);
+        if (s && t) { stacks = t; space = s; }
+        __atomic_store_n(&reserved, 2, __ATOMIC_RELEASE);
+    }
+    while (__atomic_load_n(&reserved, __ATOMIC_ACQUIRE) != 2) sched_yield();
+}
+
+void resize_region_begin(void) {
+    if (depth++ == 0 && !base) {
+        reserve_once();
+        unsigned i = __atomic_fetch_add(&slices_used, 1, __ATOMIC_RELAXED);
+        if (space != UNRESERVED && i < SLICES) {
+            base = cur = peak = space + i * SLICE;
+            lim = base + SLICE;
+            sp_base = sp = (uintptr_t *)(stacks + i * STACK) + 2; /* sp_base[-1] stays 0 */
+        }
+    }
+}
+
+/* The outermost end goes back over the blocks freed at the top: to the slice's start when every
+ * block is freed. */
+int resize_region_end(void) {
+    if (depth == 0) return -1;
+    if (--depth == 0 && base) {
+        if (cur > peak) peak = cur;
+        uintptr_t *s = sp, *top = sp;
+        while (s > sp_base && (s[-1] & 1)) s--; /* blocks freed out of order, at the top */
+        if (s < top) { sp = s; cur = (char *)(s[0] & ~(uintptr_t)1); }
+        /* Live blocks below (escapes) keep their memory and everything under the bump pointer. */
+    }
+    return 0;
+}
+
+/* Under a region: n <= lim - cur, n >= 1 (malloc(0) takes the next allocator). */
+static inline void *bump(size_t n) {
+    char *p = cur;
+    uintptr_t *s = sp;
+    *s = (uintptr_t)p;
+    sp = s + 1;
+    cur = p + ((n + 15) & ~(size_t)15);
+    return p;
+}
+
+void *malloc(size_t n) {
+    if (depth && n - 1 < (size_t)(lim - cur)) return bump(n);
+    if (__builtin_expect(!next_malloc, 0)) { resolve(); if (!next_malloc) return boot_alloc(n); }
+    return next_malloc(n);
+}
+
+void *calloc(size_t a, size_t b) {
+    size_t n;
+    if (depth && !__builtin_mul_overflow(a, b, &n) && n - 1 < (size_t)(lim - cur))
+        return memset(bump(n), 0, n);
+    if (__builtin_expect(!next_calloc, 0)) { resolve(); if (!next_calloc) return boot_alloc(a * b); }
+    return next_calloc(a, b);
+}
+
+/* The entry of a live block `p` of this thread, or NULL: a binary search of the object stack. */
+static uintptr_t *entry_of(void *p) {
+    uintptr_t *lo = sp_base, *hi = sp, x = (uintptr_t)p;
+    if (!lo) return NULL; /* no region yet: `sp` is `no_stack` */
+    while (lo < hi) {
+        uintptr_t *mid = lo + (hi - lo) / 2;
+        if ((*mid & ~(uintptr_t)1) < x) lo = mid + 1;
+        else hi = mid;
+    }
+    return (lo < sp && (*lo & ~(uintptr_t)1) == x) ? lo : NULL;
+}
+
+/* A free that is not at the bump pointer: mark the block freed (or refuse the free). */
+__attribute__((noinline, cold)) static void free_below(void *p) {
+    uintptr_t *e = entry_of(p);
+    if (!e) refuse("free of a pointer that is not a live block of this thread:", p);
+    if (*e & 1) refuse("double free:", p);
+    *e |= 1;
+}
+
+/* The block at the bump pointer was freed: go on down over blocks freed out of order. */
+__attribute__((noinline, cold)) static void pop_freed(void) {
+    uintptr_t *s = sp;
+    while (s[-1] & 1) s--; /* sp_base[-1] is 0: the loop stops there */
+    sp = s;
+    cur = (char *)(s[0] & ~(uintptr_t)1);
+}
+
+void free(void *p) {
+    if (ours(p)) {
+        uintptr_t *s = sp;
+        if ((uintptr_t)p == s[-1]) { /* the block at the bump pointer, live */
+            if (cur > peak) peak = cur;
+            cur = p;
+            sp = s - 1;
+            if (s[-2] & 1) pop_freed();
+            return;
+        }
+        free_below(p);
+        return;
+    }
+    if (is_boot(p)) return;
+    if (__builtin_expect(!next_free, 0)) resolve();
+    next_free(p);
+}
+
+void *realloc(void *p, size_t n) {
+    if (p && ours(p)) {
+        uintptr_t *e = entry_of(p);
+        if (!e || (*e & 1)) refuse("realloc of a pointer that is not a live block of this thread:", p);
+        size_t old = (size_t)((e + 1 < sp ? (char *)(e[1] & ~(uintptr_t)1) : cur) - (char *)p);
+        char *q = malloc(n);
+        if (q) {
+            memcpy(q, p, n < old ? n : old);
+            free(p);
+        }
+        return q;
+    }
+    if (__builtin_expect(!next_realloc, 0)) resolve();
+    return next_realloc(p, n);
+}
