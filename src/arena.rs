@@ -1758,6 +1758,29 @@ impl Arena {
     pub unsafe fn try_free_local_fast(&self, p: *mut u8) -> bool {
         let p = p as usize;
         let hdr = p.wrapping_sub(HEADER);
+        // The LIFO case first: the block right below the bump pointer, not counted yet. Being
+        // `below_top` says it is ours, of the current run, and that only padding lies between
+        // its end and `top`, so neither its size nor the range is needed. (`below_top` is never
+        // 0 here: `p` is null or at or above 4 KiB.) The tag is tested before `uncounted`: the
+        // other way round, the compiler computed both compares with `set` instructions and
+        // tested their `or` (four instructions more).
+        if hdr == self.below_top.get()
+            // SAFETY: read once `hdr == below_top`, whose invariant says it is a block header in
+            // our committed run. The tag is the header word's low 16 bits (little endian).
+            && unsafe { *(hdr as *const u16) } == TAG_LIVE as u16
+            && hdr >= self.uncounted.get()
+        {
+            // SAFETY: as above; marks it freed for double-free detection.
+            unsafe { *(hdr as *mut u16) = TAG_FREED as u16 };
+            self.note_peak();
+            // SAFETY: a block of the current run with only padding up to `top`, freed by its
+            // owner just now, and `uncounted <= hdr` (tested above).
+            unsafe { self.release_top(hdr) };
+            self.debug_check();
+            return true;
+        }
+        // Not the last block, or sampled, or freed by another thread already, or counted: the
+        // paths below tell.
         if self.in_uncounted(hdr) {
             // A block handed out since the counts were last looked at: it was never counted, so
             // freeing it is a tag flip, and the last one goes back to the bump pointer.
@@ -1906,24 +1929,26 @@ impl Arena {
     }
 
     /// LIFO: when the counted block `[hdr, end)`, just freed by its owner, is the most recent
-    /// one of the current run, its memory goes back to the bump pointer at once (returns
-    /// true). The caller reports the `emptied` granules of a block that does not (see
+    /// one of the current run (it ends at `top`, or it is `below_top`, with only padding up to
+    /// `top`), its memory goes back to the bump pointer at once (returns true). The caller reports the `emptied` granules of a block that does not (see
     /// `granules_emptied`); of one that does, markers mode leaves them out (its region end
     /// resizes), process mode reports them here (it has no region end, and a 200 MiB block
     /// freed at the top of the run stayed resident; glibc unmaps it).
     #[inline(always)]
     fn lifo_release(&self, hdr: usize, end: usize, emptied: usize) -> bool {
-        if align_up(end, MIN_ALIGN) == self.top.get() && hdr >= self.run_start.get() {
+        if hdr == self.below_top.get()
+            || (align_up(end, MIN_ALIGN) == self.top.get() && hdr >= self.run_start.get())
+        {
             if emptied != 0 && self.recycle {
                 self.lifo_release_emptying(hdr, emptied);
                 return true;
             }
             self.note_peak();
-            // A counted block ended at `top`, so the uncounted range was empty.
+            // A counted block with only padding up to `top`: the uncounted range held no block.
             self.uncounted.set(hdr);
-            // SAFETY: a block of the current run (`hdr >= run_start`) that ended at `top`, freed
-            // by its owner (the callers flipped its tag; the slow path cleared a sampled one's
-            // link).
+            // SAFETY: a block of the current run (`below_top`'s invariant, or `hdr >= run_start`)
+            // with only padding up to `top`, freed by its owner (the callers flipped its tag;
+            // the slow path cleared a sampled one's link).
             unsafe { self.release_top(hdr) };
             return true;
         }

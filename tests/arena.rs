@@ -524,6 +524,30 @@ fn lifo_free_returns_memory_at_once() {
     let q = alloc(a, 300, 16);
     assert_eq!(p, q);
     free(a, q);
+    // Freed in reverse past alignment padding: the block below the padding goes back too.
+    for recycle in [false, true] {
+        let a = arena(ArenaConfig {
+            recycle,
+            ..Default::default()
+        });
+        for _ in 0..100 {
+            let below = alloc(a, 100, 16);
+            let aligned = alloc(a, 64, 256);
+            let below_end = (below as usize + 100).next_multiple_of(MIN_ALIGN);
+            assert!(aligned as usize - HEADER > below_end, "no padding to test");
+            free(a, aligned);
+            a.check_invariants().unwrap();
+            free(a, below);
+            a.check_invariants().unwrap();
+            assert_eq!(
+                alloc(a, 100, 16),
+                below,
+                "recycle {recycle}: padding kept memory"
+            );
+            free(a, below);
+        }
+        assert_eq!(a.live_bytes(), 0);
+    }
 }
 
 #[test]
@@ -580,29 +604,38 @@ fn temporaries_freed_in_the_order_they_were_made_give_their_memory_back_at_once(
 #[test]
 fn double_free_aborts_like_glibc() {
     // The abort path is checked in a child process: the test binary re-runs itself.
-    if std::env::var_os("RESIZEALLOC_DOUBLE_FREE_CHILD").is_some() {
+    if let Some(case) = std::env::var_os("RESIZEALLOC_DOUBLE_FREE_CHILD") {
         let a = arena(ArenaConfig::default());
         let p = alloc(a, 32, 16);
-        free(a, p);
+        if case == "remote" {
+            // The block right below the bump pointer, freed by another thread first: the
+            // owner's LIFO path must not take it as live.
+            // SAFETY: a live block of `a`, freed once so far; the arena is not orphaned.
+            assert!(!unsafe { a.free_remote(p) });
+        } else {
+            free(a, p);
+        }
         free(a, p);
         unreachable!("second free returned");
     }
-    let out = std::process::Command::new(std::env::current_exe().unwrap())
-        .args([
-            "double_free_aborts_like_glibc",
-            "--exact",
-            "--nocapture",
-            "--test-threads=1",
-        ])
-        .env("RESIZEALLOC_DOUBLE_FREE_CHILD", "1")
-        .output()
-        .unwrap();
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert!(!out.status.success());
-    assert!(
-        err.contains("free(): double free detected"),
-        "stderr: {err}"
-    );
+    for case in ["owner", "remote"] {
+        let out = std::process::Command::new(std::env::current_exe().unwrap())
+            .args([
+                "double_free_aborts_like_glibc",
+                "--exact",
+                "--nocapture",
+                "--test-threads=1",
+            ])
+            .env("RESIZEALLOC_DOUBLE_FREE_CHILD", case)
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success(), "{case}");
+        assert!(
+            err.contains("free(): double free detected"),
+            "{case}: stderr: {err}"
+        );
+    }
 }
 
 #[test]
