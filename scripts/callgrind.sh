@@ -41,7 +41,7 @@ echo "C under LD_PRELOAD: instructions per operation (per block for lifo64, mixe
 hdr="| pattern | resizealloc |"; sep="|---|---:|"
 [[ -n ${BASELINE_SO:-} ]] && { hdr="$hdr before |"; sep="$sep---:|"; }
 echo "$hdr ideal | glibc | other |"; echo "$sep---:|---:|---|"
-for pat in pair lifo64 mixed calloc realloc first remote outside markers escape churn window; do
+for pat in pair pair100 lifo64 mixed calloc realloc first remote outside markers escape churn window; do
   n=50000; [[ $pat == mixed ]] && n=12800
   row="| $pat | $(per $n env LD_PRELOAD="$SO" "$OPS" $pat) |"
   [[ -n ${BASELINE_SO:-} ]] && row="$row $(per $n env LD_PRELOAD="$BASELINE_SO" "$OPS" $pat) |"

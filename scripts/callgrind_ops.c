@@ -5,7 +5,8 @@
  *   callgrind_ops <pattern> <N>
  *
  * Patterns (all but "outside" inside one region; markers looked up with dlsym, no-ops where
- * absent): pair (malloc(80) + free), lifo64 (64 blocks of 16-512 B, freed in reverse; per
+ * absent): pair (malloc(80) + free), pair100 (malloc + free of a block spanning 100 granules of
+ * 16 KiB, 1.6 MB: a block's cost must not grow with its size; its memory is not touched), lifo64 (64 blocks of 16-512 B, freed in reverse; per
  * block), mixed (64 live blocks of 16 B-2 MiB, log-uniform, freed in random order; per block),
  * calloc (calloc(1, 80) + free), realloc (malloc(40), realloc to 80, free), first (malloc(80)
  * without free in a first region: the overflow path), remote (free of a block another thread
@@ -50,6 +51,10 @@ int main(int argc, char **argv) {
         if (!strcmp(m, "pair")) begin();
         for (long i = 0; i < n; i++) { void *volatile p = malloc(80); free(p); }
         if (!strcmp(m, "pair")) end();
+    } else if (!strcmp(m, "pair100")) {
+        begin();
+        for (long i = 0; i < n + 20; i++) { void *volatile p = malloc(100 * 16384 - 64); free(p); }
+        end();
     } else if (!strcmp(m, "lifo64") || !strcmp(m, "mixed")) {
         int mixed = !strcmp(m, "mixed");
         char *blk[64];

@@ -969,10 +969,24 @@ impl Arena {
     #[inline(always)]
     pub unsafe fn try_alloc_fast(&self, size: usize, align: usize) -> *mut u8 {
         debug_assert!(align.is_power_of_two());
-        if size.wrapping_sub(1) >= LINE_ALIGN_FROM - 1 || align > MIN_ALIGN {
-            // SAFETY: forwarded obligations.
-            return unsafe { self.try_alloc_fast_aligned(size, align) };
+        if size.wrapping_sub(1) < LINE_ALIGN_FROM - 1 && align <= MIN_ALIGN {
+            // SAFETY: forwarded obligations; `size` is 1 to a page less one.
+            return unsafe { self.try_alloc_fast_small(size) };
         }
+        // SAFETY: forwarded obligations.
+        unsafe { self.try_alloc_fast_aligned(size, align) }
+    }
+
+    /// [`Arena::try_alloc_fast`] for a block of `size` bytes, 1 up to a page less one, at the
+    /// minimum alignment. Public for `malloc`'s entry point, which calls the two paths itself:
+    /// in one function the compiler joins them at their common tail, and the small one then
+    /// jumps to it.
+    ///
+    /// # Safety
+    /// As [`Arena::alloc`], and `size < LINE_ALIGN_FROM`.
+    #[inline(always)]
+    pub unsafe fn try_alloc_fast_small(&self, size: usize) -> *mut u8 {
+        debug_assert!((1..LINE_ALIGN_FROM).contains(&size));
         // `top` is 16-byte aligned, so the block needs no rounding; `size` is below a page, so
         // `end` cannot wrap (`top` lies below 2^47).
         let top = self.top.get();
@@ -992,16 +1006,21 @@ impl Arena {
     /// # Safety
     /// As [`Arena::alloc`].
     #[inline(always)]
-    unsafe fn try_alloc_fast_aligned(&self, size: usize, align: usize) -> *mut u8 {
+    pub unsafe fn try_alloc_fast_aligned(&self, size: usize, align: usize) -> *mut u8 {
+        // `size - 1` wraps for 0: declined (see `try_alloc_fast`); a size beyond the slot too.
+        // Tested first: after it, `malloc`'s caller knows the size is a page or more, so the
+        // alignment below is a constant (tested later, it cost seven instructions to pick).
+        if size.wrapping_sub(1) >= MAX_SLOT {
+            return ptr::null_mut();
+        }
         let top = self.top.get();
         let align = block_align(size, align);
         // `top` lies below 2^47, so `p` cannot wrap; an alignment beyond the slot makes `p`
         // exceed the limit, and so does a size beyond the slot (the first test keeps `end` from
         // wrapping).
         let p = (top + HEADER + align - 1) & !(align - 1);
-        let end = p.wrapping_add(size);
-        // `size - 1` wraps for 0: declined (see `try_alloc_fast`).
-        if size.wrapping_sub(1) >= MAX_SLOT || end > self.limit.get() {
+        let end = p + size;
+        if end > self.limit.get() {
             return ptr::null_mut();
         }
         let hdr = p - HEADER;
