@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Side-by-side allocator benchmark: glibc, mimalloc, jemalloc, tcmalloc and libresizealloc.so
-# run the same binary (scripts/bench_alloc.c), interleaved over ROUNDS rounds, beside three
+# run the same binary (scripts/bench_alloc.c), interleaved over ROUNDS rounds, beside four
 # references: "ideal" (scripts/bench_ideal.c: a bump pointer behind malloc, unsound on purpose,
 # the physical limit of an interposer), "forwarder" (scripts/bench_forwarder.c: a bare
 # interposer that only forwards), "sound" (scripts/bench_sound_floor.c: the leanest sound region

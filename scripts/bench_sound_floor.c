@@ -18,7 +18,10 @@
  * distance to the next entry. What it leaves out, and a real allocator must pay for on top:
  * frees from other threads (they are refused here: abort), escaped blocks' reclaim and its
  * memory bound, realloc in place, malloc_usable_size, statistics, process mode, spills past
- * the slice, options. It is a floor for the in-region pair, not an allocator to ship.
+ * the slice, options, aligned allocation (memalign, posix_memalign and aligned_alloc go to the
+ * next allocator, and malloc_usable_size is not exported: on one of its blocks the next
+ * allocator's would read a header that is not there). It is a floor for the in-region pair, not
+ * an allocator to ship.
  *
  * Build: gcc -O2 -shared -fPIC -o libsoundfloor.so bench_sound_floor.c -ldl */
 #include "bench_next.h" /* first: it defines _GNU_SOURCE */
@@ -105,17 +108,13 @@ void resize_region_begin(void) {
     }
 }
 
-/* The outermost end goes back over the blocks freed at the top: to the slice's start when every
- * block is freed. */
+/* The outermost end. The top entry is always live (free pops a freed top block and every marked
+ * entry below it), so there is nothing to take back here: when every block was freed, the frees
+ * took the bump pointer back to the slice's start already, and a live block (an escape) keeps
+ * its memory and what lies below it. Only the high-water mark is taken. */
 int resize_region_end(void) {
     if (depth == 0) return -1;
-    if (--depth == 0 && base) {
-        if (cur > peak) peak = cur;
-        uintptr_t *s = sp, *top = sp;
-        while (s > sp_base && (s[-1] & 1)) s--; /* blocks freed out of order, at the top */
-        if (s < top) { sp = s; cur = (char *)(s[0] & ~(uintptr_t)1); }
-        /* Live blocks below (escapes) keep their memory and everything under the bump pointer. */
-    }
+    if (--depth == 0 && base && cur > peak) peak = cur;
     return 0;
 }
 

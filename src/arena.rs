@@ -405,7 +405,13 @@ pub struct Arena {
     /// only padding in between). Both hold because every block of `[run_start, top)` was handed
     /// out in the current run (a run enters only granules without live blocks), memory below a
     /// live block is reused only once the bump pointer went back past it, and every move of the
-    /// bump pointer other than a bump or a release at it sets this to 0.
+    /// bump pointer other than a bump, a release at it, or a resize in place of the block that
+    /// ends at it (`try_resize_last`, `try_resize_in_place`: that block is this one, or this is
+    /// 0) sets this to 0.
+    ///
+    /// The block may be freed already: by another thread, or by its owner while it was
+    /// sampled and uncounted (`free_uncounted` releases only a block that ends exactly at
+    /// `top`). The LIFO free (`try_free_local_fast`) therefore tests its tag.
     below_top: Cell<usize>,
     /// Highest `top` seen in this outermost region (absolute address); the peak is
     /// `peak_top - origin`.
@@ -1004,7 +1010,8 @@ impl Arena {
     /// where [`block_align`] says, and alignment padding gets a gap header.
     ///
     /// # Safety
-    /// As [`Arena::alloc`].
+    /// As [`Arena::alloc`], except that `size` may be 0 (declined, as by
+    /// [`Arena::try_alloc_fast`]).
     #[inline(always)]
     pub unsafe fn try_alloc_fast_aligned(&self, size: usize, align: usize) -> *mut u8 {
         // `size - 1` wraps for 0: declined (see `try_alloc_fast`); a size beyond the slot too.
@@ -1015,9 +1022,8 @@ impl Arena {
         }
         let top = self.top.get();
         let align = block_align(size, align);
-        // `top` lies below 2^47, so `p` cannot wrap; an alignment beyond the slot makes `p`
-        // exceed the limit, and so does a size beyond the slot (the first test keeps `end` from
-        // wrapping).
+        // `top` lies below 2^47, so `p` cannot wrap, and the size is below the slot's, so `end`
+        // cannot either; an alignment beyond the slot makes `p` exceed the limit.
         let p = (top + HEADER + align - 1) & !(align - 1);
         let end = p + size;
         if end > self.limit.get() {
@@ -1777,10 +1783,10 @@ impl Arena {
     pub unsafe fn try_free_local_fast(&self, p: *mut u8) -> bool {
         let p = p as usize;
         let hdr = p.wrapping_sub(HEADER);
-        // The LIFO case first: the block right below the bump pointer, not counted yet. Being
-        // `below_top` says it is ours, of the current run, and that only padding lies between
-        // its end and `top`, so neither its size nor the range is needed. (`below_top` is never
-        // 0 here: `p` is null or at or above 4 KiB.) The tag is tested before `uncounted`: the
+        // The LIFO case first: the block right below the bump pointer, live (its tag says so)
+        // and not counted yet. Being `below_top` says it is ours, of the current run, and that
+        // only padding lies between its end and `top`, so neither its size nor the range is
+        // needed. (`below_top` is never 0 here: `p` is null or at or above 4 KiB.) The tag is tested before `uncounted`: the
         // other way round, the compiler computed both compares with `set` instructions and
         // tested their `or` (four instructions more).
         if hdr == self.below_top.get()
@@ -1855,7 +1861,8 @@ impl Arena {
         self.debug_check();
     }
 
-    /// The block at `hdr`, just freed by its owner, ended at the bump pointer: the bump pointer
+    /// The block at `hdr`, just freed by its owner, ended at the bump pointer (or only padding
+    /// lay between them): the bump pointer
     /// goes back to it, and on down over the blocks right below it that their owner freed
     /// already (their links say which: see `below_top`). Temporaries freed in the order they
     /// were made (FIFO) then leave the bump pointer where the first one began, as a LIFO loop
@@ -1864,8 +1871,9 @@ impl Arena {
     ///
     /// # Safety
     /// Owner thread; `hdr` is the header of a block of the current run (`hdr >= run_start`)
-    /// that ended at `top`, its tag already says freed, and its second header word is its link
-    /// (a plain block's, or 0); `uncounted <= hdr`.
+    /// with nothing but alignment padding between its end and `top`, its tag already says
+    /// freed, and its second header word is its link (a plain block's, or 0);
+    /// `uncounted <= hdr`.
     #[inline(always)]
     unsafe fn release_top(&self, hdr: usize) {
         // SAFETY: caller's obligation: the block's header is ours to read.
