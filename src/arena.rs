@@ -1074,21 +1074,23 @@ impl Arena {
     /// written: below the highest top it reached, or below `zero_from`.
     ///
     /// # Safety
-    /// As [`Arena::alloc`], with `align <= MIN_ALIGN`.
+    /// As [`Arena::alloc`], except that `size` may be 0 (declined: the caller's slow path
+    /// serves it, so `calloc` needs no `max(1)`).
     #[inline(always)]
     pub unsafe fn try_alloc_zeroed_fast(&self, size: usize) -> *mut u8 {
-        if size >= LINE_ALIGN_FROM {
+        if size.wrapping_sub(1) >= LINE_ALIGN_FROM - 1 {
             // A page or more takes the slow path: clearing it costs far more than the call,
-            // and this path stays small enough to inline into `calloc`.
+            // and this path stays small enough to inline into `calloc`. So does 0.
             return ptr::null_mut();
         }
         let written_below = self.peak_top.get().max(self.top.get());
-        // SAFETY: forwarded obligations. The fast path never starts a run.
-        let p = unsafe { self.try_alloc_fast(size, MIN_ALIGN) };
+        // SAFETY: forwarded obligations; `size` is 1 to a page less one (tested above). The fast
+        // path never starts a run.
+        let p = unsafe { self.try_alloc_fast_small(size) };
         if !p.is_null() {
             let clean_from = written_below.max(self.zero_from.get());
-            let dirty = clean_from.saturating_sub(p as usize).min(size);
-            if dirty > 0 {
+            if clean_from > p as usize {
+                let dirty = (clean_from - p as usize).min(size);
                 // SAFETY: the first `dirty` bytes of a fresh block of at least `size` bytes.
                 unsafe { ptr::write_bytes(p, 0, dirty) };
             }

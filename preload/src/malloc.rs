@@ -381,13 +381,13 @@ with_site! {
 
 pub(crate) extern "C" fn calloc_at(n: usize, size: usize, site: usize) -> *mut c_void {
     let Some(total) = n.checked_mul(size) else {
-        set_errno(libc::ENOMEM);
-        return ptr::null_mut();
+        return calloc_overflow();
     };
     match router::route() {
         router::Route::Arena(a) => {
-            // SAFETY: the thread's own active arena; size >= 1.
-            let p = unsafe { (*a).try_alloc_zeroed_fast(total.max(1)) };
+            // SAFETY: the thread's own active arena (a size of 0 is declined, and served by
+            // the slow path).
+            let p = unsafe { (*a).try_alloc_zeroed_fast(total) };
             if !p.is_null() {
                 return p as *mut c_void;
             }
@@ -397,6 +397,15 @@ pub(crate) extern "C" fn calloc_at(n: usize, size: usize, site: usize) -> *mut c
         router::Route::Predict => calloc_predicted(n, size, total, site),
         router::Route::Check => calloc_slow(n, size, total, site),
     }
+}
+
+/// `calloc` whose `n * size` overflows: NULL with `ENOMEM`. Out of line: the call that finds
+/// `errno` made every `calloc` save and restore three registers.
+#[cold]
+#[inline(never)]
+fn calloc_overflow() -> *mut c_void {
+    set_errno(libc::ENOMEM);
+    ptr::null_mut()
 }
 
 /// `calloc` through the predictor: the arena, else the small-block heap (cleared here), else

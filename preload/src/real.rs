@@ -202,6 +202,20 @@ unsafe extern "C" fn free_unresolved(p: *mut c_void) {
 
 /// Next allocator's `calloc`.
 pub fn calloc(n: usize, size: usize) -> *mut c_void {
+    let f = CALLOC.load(Ordering::Acquire);
+    if f.is_null() {
+        return calloc_unresolved(n, size);
+    }
+    // SAFETY: `f` is the next object's `calloc`.
+    unsafe { core::mem::transmute::<*mut c_void, CallocFn>(f)(n, size) }
+}
+
+/// [`calloc`] before the next allocator is known: it is looked up, and while that lookup runs
+/// the bootstrap buffer serves. Out of line, so that the callers' common path makes no call
+/// and so needs no stack frame.
+#[cold]
+#[inline(never)]
+fn calloc_unresolved(n: usize, size: usize) -> *mut c_void {
     let f = get(&CALLOC);
     if f.is_null() {
         return match n.checked_mul(size) {
