@@ -1108,18 +1108,21 @@ impl Arena {
     #[inline(always)]
     pub unsafe fn try_resize_last(&self, p: *mut u8, new_size: usize) -> bool {
         let hdr = (p as usize).wrapping_sub(HEADER);
-        if !self.in_uncounted(hdr) {
-            return false; // not an uncounted block of ours
-        }
-        // SAFETY: `hdr` lies in the uncounted range of our committed run: a block's header.
-        let word = unsafe { *(hdr as *const usize) };
-        let top = self.top.get();
-        let new_top = align_up(p as usize + new_size.min(MAX_SLOT), MIN_ALIGN);
-        if word_tag(word) != TAG_LIVE
-            || align_up(p as usize + word_size(word), MIN_ALIGN) != top
+        // The last block is `below_top` (as in `try_free_local_fast`): ours, of the current
+        // run, with only padding up to `top`, so its old size is not needed; padding it grows
+        // over becomes part of it.
+        if hdr != self.below_top.get()
+            // SAFETY: read once `hdr == below_top`, whose invariant says it is a block header in
+            // our committed run. The tag is the header word's low 16 bits (little endian).
+            || unsafe { *(hdr as *const u16) } != TAG_LIVE as u16
+            || hdr < self.uncounted.get()
             || new_size > MAX_SLOT
-            || new_top > self.limit.get()
         {
+            return false; // not the last block, not live and uncounted, or too large
+        }
+        let top = self.top.get();
+        let new_top = align_up(p as usize + new_size, MIN_ALIGN);
+        if new_top > self.limit.get() {
             return false;
         }
         if new_top < top {

@@ -544,6 +544,32 @@ fn lifo_free_returns_memory_at_once() {
                 below,
                 "recycle {recycle}: padding kept memory"
             );
+            // The last block again, with padding above it: it grows in place over the padding
+            // and shrinks back.
+            let aligned = alloc(a, 64, 256);
+            free(a, aligned);
+            // SAFETY: `below` is a live block of `a`, on its owner thread.
+            unsafe {
+                below.write_bytes(0x5a, 100);
+                assert!(
+                    a.try_resize_last(below, 300),
+                    "recycle {recycle}: no growth"
+                );
+                below.add(100).write_bytes(0x5b, 200);
+                a.check_invariants().unwrap();
+                assert!(a.try_resize_last(below, 50), "recycle {recycle}: no shrink");
+                assert!(a.usable_size(below) >= 50);
+                assert!(std::slice::from_raw_parts(below, 50)
+                    .iter()
+                    .all(|&x| x == 0x5a));
+            }
+            a.check_invariants().unwrap();
+            let next = alloc(a, 16, 16);
+            assert_eq!(
+                next as usize,
+                (below as usize + 50).next_multiple_of(MIN_ALIGN) + HEADER
+            );
+            free(a, next);
             free(a, below);
         }
         assert_eq!(a.live_bytes(), 0);

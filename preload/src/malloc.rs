@@ -447,8 +447,7 @@ pub(crate) extern "C" fn realloc_at(p: *mut c_void, size: usize, site: usize) ->
         return malloc_at(size, site);
     }
     if size == 0 {
-        free(p);
-        return ptr::null_mut();
+        return realloc_to_zero(p);
     }
     if let router::Route::Arena(a) = router::route() {
         // SAFETY: the thread's own active arena; `p` is a live block (the caller's contract)
@@ -457,6 +456,23 @@ pub(crate) extern "C" fn realloc_at(p: *mut c_void, size: usize, site: usize) ->
             return p;
         }
     }
+    realloc_moving(p, size, site)
+}
+
+/// `realloc(p, 0)`: frees `p` and returns NULL (glibc's behaviour). Out of line, as is
+/// [`realloc_moving`], so that `realloc_at`'s in-place path makes no call and needs no stack
+/// frame (it saved and restored five registers on every call).
+#[cold]
+#[inline(never)]
+fn realloc_to_zero(p: *mut c_void) -> *mut c_void {
+    free(p);
+    ptr::null_mut()
+}
+
+/// `realloc` of a non-null `p` to `size >= 1` where the arena's in-place path did not serve it:
+/// a move, or the small-block heap's or the next allocator's `realloc`.
+#[inline(never)]
+fn realloc_moving(p: *mut c_void, size: usize, site: usize) -> *mut c_void {
     if router::owns(p as *mut u8) {
         // SAFETY: a live arena block; size >= 1; MIN_ALIGN is a power of two.
         let q = unsafe {
