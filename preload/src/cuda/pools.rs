@@ -797,8 +797,19 @@ pub fn note_thread_in_region() {
 }
 
 /// Called when the calling thread leaves its outermost region (`resize_region_end`).
+#[inline(always)]
 pub fn note_thread_left_region() {
-    if ANY_COUNTED.load(Ordering::Relaxed) && COUNTED.with(|c| c.replace(false)) {
+    if ANY_COUNTED.load(Ordering::Relaxed) {
+        left_region_counted();
+    }
+}
+
+/// [`note_thread_left_region`] once some thread used the device pools: out of line, so that
+/// the region end of a program that never does makes no call (and needs no stack frame).
+#[cold]
+#[inline(never)]
+fn left_region_counted() {
+    if COUNTED.with(|c| c.replace(false)) {
         thread_region_end();
     }
 }
