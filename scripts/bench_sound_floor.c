@@ -6,8 +6,8 @@
  *
  *   - a freed block is reused, in a region, once it and every block above it are freed (LIFO and
  *     FIFO frees take the bump pointer back), so a loop does not walk through memory;
- *   - a block that is still live is never reused: the region end goes back only when every
- *     block is freed (an escaped block keeps the region's memory: no reclaim, no memory bound);
+ *   - a block that is still live is never reused: an escaped block keeps its memory and all
+ *     that lies below it (no reclaim, no memory bound);
  *   - a double free or a free of a pointer it never handed out is refused (abort), never taken;
  *   - the high-water mark a resize needs is kept;
  *   - malloc(0) gets a block of its own.
@@ -17,11 +17,10 @@
  * address order, so the last one is the block at the bump pointer, and a block's size is the
  * distance to the next entry. What it leaves out, and a real allocator must pay for on top:
  * frees from other threads (they are refused here: abort), escaped blocks' reclaim and its
- * memory bound, realloc in place, malloc_usable_size, statistics, process mode, spills past
- * the slice, options, aligned allocation (memalign, posix_memalign and aligned_alloc go to the
- * next allocator, and malloc_usable_size is not exported: on one of its blocks the next
- * allocator's would read a header that is not there). It is a floor for the in-region pair, not
- * an allocator to ship.
+ * memory bound, realloc in place, statistics, process mode, spills past the slice, options,
+ * aligned allocation (memalign, posix_memalign and aligned_alloc go to the next allocator) and
+ * malloc_usable_size (not exported: on one of its blocks the next allocator's would read a
+ * header that is not there). It is a floor for the in-region pair, not an allocator to ship.
  *
  * Build: gcc -O2 -shared -fPIC -o libsoundfloor.so bench_sound_floor.c -ldl */
 #include "bench_next.h" /* first: it defines _GNU_SOURCE */

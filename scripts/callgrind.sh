@@ -5,8 +5,9 @@
 #      bumpalo (alloc only): examples/hotpath.rs.
 #   2. C under LD_PRELOAD: the patterns of scripts/callgrind_ops.c under libresizealloc.so, the
 #      ideal interposer (scripts/bench_ideal.c), glibc, for "pair", "lifo64" and "calloc" the
-#      sound floor (scripts/bench_sound_floor.c: the leanest sound design), for "outside" the bare forwarder
-#      (and RESIZEALLOC_REGION=off; for "markers", "escape", "churn" and "window", process mode too). BASELINE_SO=path adds an older libresizealloc.so as "before".
+#      sound floor (scripts/bench_sound_floor.c: the leanest sound design), for "outside" the
+#      bare forwarder (and RESIZEALLOC_REGION=off; for "markers", "escape", "churn" and
+#      "window", process mode too). BASELINE_SO=path adds an older libresizealloc.so as "before".
 set -euo pipefail
 cd "$(dirname "$0")/.."
 command -v valgrind >/dev/null || { echo "valgrind missing: apt-get install valgrind"; exit 1; }

@@ -6,16 +6,17 @@
  *
  * Patterns (all but "outside" inside one region; markers looked up with dlsym, no-ops where
  * absent): pair (malloc(80) + free), pair100 (malloc + free of a block spanning 100 granules of
- * 16 KiB, 1.6 MB: a block's cost must not grow with its size; its memory is not touched), lifo64 (64 blocks of 16-512 B, freed in reverse; per
- * block), mixed (64 live blocks of 16 B-2 MiB, log-uniform, freed in random order; per block),
- * calloc (calloc(1, 80) + free), realloc (malloc(40), realloc to 80, free), first (malloc(80)
- * without free in a first region: the overflow path), remote (free of a block another thread
- * allocated; per free, the allocation subtracted by the script), outside (malloc(80) + free
- * outside regions), markers (an empty region: begin + end), escape (one region per step that
- * frees a random one of 1024 kept blocks and keeps a new one in its place, as the memory
- * suite's churn does; per step), churn (no regions: free + malloc of a random one of 65536 live
- * blocks of 16-128 B, after 300k steps of warm-up; per step), window (no regions: free + malloc of
- * a random one of 32 temporaries of 16 B-1 KiB, after 100k steps of warm-up; per step).
+ * 16 KiB, 1.6 MB: a block's cost must not grow with its size; its memory is not touched), lifo64
+ * (64 blocks of 16-512 B, freed in reverse; per block), mixed (64 live blocks of 16 B-2 MiB,
+ * log-uniform, freed in random order; per block), calloc (calloc(1, 80) + free), realloc
+ * (malloc(40), realloc to 80, free), first (malloc(80) without free in a first region: the
+ * overflow path), remote (free of a block another thread allocated; per free, the allocation
+ * subtracted by the script), outside (malloc(80) + free outside regions), markers (an empty
+ * region: begin + end), escape (one region per step that frees a random one of 1024 kept blocks
+ * and keeps a new one in its place, as the memory suite's churn does; per step), churn (no
+ * regions: free + malloc of a random one of 65536 live blocks of 16-128 B, after 300k steps of
+ * warm-up; per step), window (no regions: free + malloc of a random one of 32 temporaries of
+ * 16 B-1 KiB, after 100k steps of warm-up; per step).
  */
 #define _GNU_SOURCE
 #include <dlfcn.h>

@@ -1791,9 +1791,9 @@ impl Arena {
         // The LIFO case first: the block right below the bump pointer, live (its tag says so)
         // and not counted yet. Being `below_top` says it is ours, of the current run, and that
         // only padding lies between its end and `top`, so neither its size nor the range is
-        // needed. (`below_top` is never 0 here: `p` is null or at or above 4 KiB.) The tag is tested before `uncounted`: the
-        // other way round, the compiler computed both compares with `set` instructions and
-        // tested their `or` (four instructions more).
+        // needed. (`below_top` is never 0 here: `p` is null or at or above 4 KiB.) The tag is
+        // tested before `uncounted`: the other way round, the compiler computed both compares
+        // with `set` instructions and tested their `or` (four instructions more).
         if hdr == self.below_top.get()
             // SAFETY: read once `hdr == below_top`, whose invariant says it is a block header in
             // our committed run. The tag is the header word's low 16 bits (little endian).
@@ -1867,12 +1867,11 @@ impl Arena {
     }
 
     /// The block at `hdr`, just freed by its owner, ended at the bump pointer (or only padding
-    /// lay between them): the bump pointer
-    /// goes back to it, and on down over the blocks right below it that their owner freed
-    /// already (their links say which: see `below_top`). Temporaries freed in the order they
-    /// were made (FIFO) then leave the bump pointer where the first one began, as a LIFO loop
-    /// does, so the next ones reuse memory still in the cache instead of walking on through
-    /// the arena until a lap comes round.
+    /// lay between them): the bump pointer goes back to it, and on down over the blocks right
+    /// below it that their owner freed already (their links say which: see `below_top`).
+    /// Temporaries freed in the order they were made (FIFO) then leave the bump pointer where
+    /// the first one began, as a LIFO loop does, so the next ones reuse memory still in the
+    /// cache instead of walking on through the arena until a lap comes round.
     ///
     /// # Safety
     /// Owner thread; `hdr` is the header of a block of the current run (`hdr >= run_start`)
@@ -1962,10 +1961,11 @@ impl Arena {
 
     /// LIFO: when the counted block `[hdr, end)`, just freed by its owner, is the most recent
     /// one of the current run (it ends at `top`, or it is `below_top`, with only padding up to
-    /// `top`), its memory goes back to the bump pointer at once (returns true). The caller reports the `emptied` granules of a block that does not (see
-    /// `granules_emptied`); of one that does, markers mode leaves them out (its region end
-    /// resizes), process mode reports them here (it has no region end, and a 200 MiB block
-    /// freed at the top of the run stayed resident; glibc unmaps it).
+    /// `top`), its memory goes back to the bump pointer at once (returns true). The caller
+    /// reports the `emptied` granules of a block that does not (see `granules_emptied`); of one
+    /// that does, markers mode leaves them out (its region end resizes), process mode reports
+    /// them here (it has no region end, and a 200 MiB block freed at the top of the run stayed
+    /// resident; glibc unmaps it).
     #[inline(always)]
     fn lifo_release(&self, hdr: usize, end: usize, emptied: usize) -> bool {
         if hdr == self.below_top.get()
