@@ -714,6 +714,9 @@ mod model {
         /// Frees the `n` live blocks at the lowest addresses, lowest first: temporaries freed in
         /// the order they were made (FIFO), which sends the bump pointer down the links.
         FreeInOrder(u8),
+        /// Frees the `n` live blocks at the highest addresses, highest first: a LIFO loop, which
+        /// the fast free serves by `below_top` (past alignment padding too).
+        FreeLast(u8),
         FreeRemote(usize),
         Grow {
             index: usize,
@@ -749,6 +752,7 @@ mod model {
             6 => (1usize..40_000, 0u8..12).prop_map(|(size, align_shift)| Op::Alloc { size, align_shift }),
             4 => any::<usize>().prop_map(Op::Free),
             2 => (1u8..8).prop_map(Op::FreeInOrder),
+            2 => (1u8..8).prop_map(Op::FreeLast),
             1 => any::<usize>().prop_map(Op::FreeRemote),
             2 => (any::<usize>(), 1usize..60_000).prop_map(|(index, size)| Op::Grow { index, size }),
             1 => Just(Op::Push),
@@ -832,6 +836,12 @@ mod model {
             }
             Op::FreeInOrder(n) => {
                 live.sort_by_key(|b| b.ptr as usize);
+                for b in live.drain(..(n as usize).min(live.len())) {
+                    free(a, b.ptr);
+                }
+            }
+            Op::FreeLast(n) => {
+                live.sort_by_key(|b| core::cmp::Reverse(b.ptr as usize));
                 for b in live.drain(..(n as usize).min(live.len())) {
                     free(a, b.ptr);
                 }
