@@ -62,6 +62,13 @@ pub const LINE_ALIGN_FROM: usize = 4096;
 /// The alignment of such blocks.
 pub const LINE: usize = 64;
 
+/// True for a request [`Arena::try_alloc_fast_small`] takes: 1 byte up to a page less one
+/// (one compare: 0 wraps to the largest size).
+#[inline(always)]
+pub const fn is_small_request(size: usize) -> bool {
+    size.wrapping_sub(1) < LINE_ALIGN_FROM - 1
+}
+
 /// The alignment a block of `size` bytes gets for a request of `align`: at least a cache line
 /// for blocks of a page or more. A bump allocator with 16-byte headers otherwise puts two
 /// consecutive page-multiple blocks exactly 16 bytes apart modulo 4 KiB, and copying one into
@@ -975,7 +982,7 @@ impl Arena {
     #[inline(always)]
     pub unsafe fn try_alloc_fast(&self, size: usize, align: usize) -> *mut u8 {
         debug_assert!(align.is_power_of_two());
-        if size.wrapping_sub(1) < LINE_ALIGN_FROM - 1 && align <= MIN_ALIGN {
+        if is_small_request(size) && align <= MIN_ALIGN {
             // SAFETY: forwarded obligations; `size` is 1 to a page less one.
             return unsafe { self.try_alloc_fast_small(size) };
         }
@@ -1078,7 +1085,7 @@ impl Arena {
     /// serves it, so `calloc` needs no `max(1)`).
     #[inline(always)]
     pub unsafe fn try_alloc_zeroed_fast(&self, size: usize) -> *mut u8 {
-        if size.wrapping_sub(1) >= LINE_ALIGN_FROM - 1 {
+        if !is_small_request(size) {
             // A page or more takes the slow path: clearing it costs far more than the call,
             // and this path stays small enough to inline into `calloc`. So does 0.
             return ptr::null_mut();

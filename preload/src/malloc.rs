@@ -132,35 +132,7 @@ mod entry {
         site: usize,
         active: *const resizealloc::arena::Arena,
     ) -> *mut c_void {
-        if size.wrapping_sub(1) < resizealloc::arena::LINE_ALIGN_FROM - 1 {
-            // SAFETY: the thread's own active arena; `size` is 1 to a page less one.
-            let p = unsafe { (*active).try_alloc_fast_small(size) };
-            if !p.is_null() {
-                return p as *mut c_void;
-            }
-            return malloc_slow(size, site);
-        }
-        malloc_in_arena_aligned(size, site, active)
-    }
-
-    /// [`malloc_in_arena`] for a block of a page or more, or of 0 bytes (declined, then served
-    /// by the slow path): out of line, so that the small path has its own tail (one jump less
-    /// than where the two joined; this one pays a jump more).
-    #[inline(never)]
-    extern "C" fn malloc_in_arena_aligned(
-        size: usize,
-        site: usize,
-        active: *const resizealloc::arena::Arena,
-    ) -> *mut c_void {
-        // A page or more starts on a cache line (`block_align`): asking for that alignment
-        // says so as a constant, where `MIN_ALIGN` would leave the compiler to pick it by size.
-        // SAFETY: the thread's own active arena; LINE is a power of two; a size of 0 is
-        // declined.
-        let p = unsafe { (*active).try_alloc_fast_aligned(size, resizealloc::arena::LINE) };
-        if !p.is_null() {
-            return p as *mut c_void;
-        }
-        malloc_slow(size, site)
+        super::malloc_in(size, site, active)
     }
 
     /// `malloc` outside regions for a thread that is not `SETTLED`: not routed yet (`active` null),
@@ -180,19 +152,39 @@ mod entry {
 /// `malloc` for a caller at `site`.
 pub(crate) extern "C" fn malloc_at(size: usize, site: usize) -> *mut c_void {
     match router::route() {
-        router::Route::Arena(a) => malloc_in(a, size, site),
+        router::Route::Arena(a) => malloc_in(size, site, a),
         router::Route::Next => real::malloc(size),
         router::Route::Check => malloc_slow(size, site),
         router::Route::Predict => malloc_predicted(size.max(1), site),
     }
 }
 
-/// `malloc` from `a`, the calling thread's active arena: its fast path, else the slow path.
+/// `malloc` from `a`, the calling thread's active arena (arguments in the entry point's register
+/// order): its fast path, else the slow path.
+/// A block under a page is served inline; anything else is one jump to
+/// [`malloc_in_aligned`]: in one function the compiler joined the two paths at their common
+/// tail, and the small one then jumped to it.
 #[inline(always)]
-fn malloc_in(a: *const resizealloc::arena::Arena, size: usize, site: usize) -> *mut c_void {
-    // SAFETY: the thread's own active arena; MIN_ALIGN is a power of two; a size of 0 is
-    // declined (and served by the slow path).
-    let p = unsafe { (*a).try_alloc_fast(size, MIN_ALIGN) };
+fn malloc_in(size: usize, site: usize, a: *const resizealloc::arena::Arena) -> *mut c_void {
+    if resizealloc::arena::is_small_request(size) {
+        // SAFETY: the thread's own active arena; `size` is 1 to a page less one.
+        let p = unsafe { (*a).try_alloc_fast_small(size) };
+        if !p.is_null() {
+            return p as *mut c_void;
+        }
+        return malloc_slow(size, site);
+    }
+    malloc_in_aligned(size, site, a)
+}
+
+/// [`malloc_in`] for a block of a page or more, or of 0 bytes (declined, then served by the
+/// slow path).
+#[inline(never)]
+fn malloc_in_aligned(size: usize, site: usize, a: *const resizealloc::arena::Arena) -> *mut c_void {
+    // A page or more starts on a cache line (`block_align`): asking for that alignment says so
+    // as a constant, where `MIN_ALIGN` would leave the compiler to pick it by size.
+    // SAFETY: the thread's own active arena; LINE is a power of two; a size of 0 is declined.
+    let p = unsafe { (*a).try_alloc_fast_aligned(size, resizealloc::arena::LINE) };
     if !p.is_null() {
         return p as *mut c_void;
     }
