@@ -1105,6 +1105,22 @@ impl Arena {
         p
     }
 
+    /// True when `hdr` is the header of the run's last block (`below_top`), live and not counted
+    /// yet: the block the LIFO free releases and `realloc` resizes in place. Being `below_top`
+    /// says it is ours, of the current run, with only padding up to `top`, so neither its size
+    /// nor the range is needed. (`below_top` is never taken for a pointer under 4 KiB, which
+    /// the callers never pass.) The tag is tested before `uncounted`: the other way round, the
+    /// compiler computed both compares with `set` instructions and tested their `or` (four
+    /// instructions more).
+    #[inline(always)]
+    fn is_last_live_uncounted(&self, hdr: usize) -> bool {
+        hdr == self.below_top.get()
+            // SAFETY: read once `hdr == below_top`, whose invariant says it is a block header in
+            // our committed run. The tag is the header word's low 16 bits (little endian).
+            && unsafe { *(hdr as *const u16) } == TAG_LIVE as u16
+            && hdr >= self.uncounted.get()
+    }
+
     /// The fast path of `realloc` for the last block handed out, when it is still uncounted: it
     /// grows or shrinks where it is, with nothing to recount. False, having changed nothing, for any
     /// other block or when the run has no room; the caller then takes the general path.
@@ -1115,16 +1131,8 @@ impl Arena {
     #[inline(always)]
     pub unsafe fn try_resize_last(&self, p: *mut u8, new_size: usize) -> bool {
         let hdr = (p as usize).wrapping_sub(HEADER);
-        // The last block is `below_top` (as in `try_free_local_fast`): ours, of the current
-        // run, with only padding up to `top`, so its old size is not needed; padding it grows
-        // over becomes part of it.
-        if hdr != self.below_top.get()
-            // SAFETY: read once `hdr == below_top`, whose invariant says it is a block header in
-            // our committed run. The tag is the header word's low 16 bits (little endian).
-            || unsafe { *(hdr as *const u16) } != TAG_LIVE as u16
-            || hdr < self.uncounted.get()
-            || new_size > MAX_SLOT
-        {
+        // Its old size is not needed; padding it grows over becomes part of it.
+        if !self.is_last_live_uncounted(hdr) || new_size > MAX_SLOT {
             return false; // not the last block, not live and uncounted, or too large
         }
         let top = self.top.get();
@@ -1795,18 +1803,8 @@ impl Arena {
     pub unsafe fn try_free_local_fast(&self, p: *mut u8) -> bool {
         let p = p as usize;
         let hdr = p.wrapping_sub(HEADER);
-        // The LIFO case first: the block right below the bump pointer, live (its tag says so)
-        // and not counted yet. Being `below_top` says it is ours, of the current run, and that
-        // only padding lies between its end and `top`, so neither its size nor the range is
-        // needed. (`below_top` is never 0 here: `p` is null or at or above 4 KiB.) The tag is
-        // tested before `uncounted`: the other way round, the compiler computed both compares
-        // with `set` instructions and tested their `or` (four instructions more).
-        if hdr == self.below_top.get()
-            // SAFETY: read once `hdr == below_top`, whose invariant says it is a block header in
-            // our committed run. The tag is the header word's low 16 bits (little endian).
-            && unsafe { *(hdr as *const u16) } == TAG_LIVE as u16
-            && hdr >= self.uncounted.get()
-        {
+        // The LIFO case first: the block right below the bump pointer, live and not counted.
+        if self.is_last_live_uncounted(hdr) {
             // SAFETY: as above; marks it freed for double-free detection.
             unsafe { *(hdr as *mut u16) = TAG_FREED as u16 };
             self.note_peak();
