@@ -111,6 +111,19 @@ const TAG_FREED: usize = 0xF4EE;
 const TAG_FREED_REMOTE: usize = 0xF4EF;
 /// Not a block: alignment padding of `size` bytes in the uncounted range, which a walk skips.
 const TAG_GAP: usize = 0x6A90;
+const _: () = {
+    // `owner_freed` tells `TAG_FREED` by its low byte alone: no other tag, and no 16-byte
+    // aligned word (`limit`, at `no_link`), may share it.
+    let low = TAG_FREED as u8;
+    assert!(
+        low != TAG_LIVE as u8
+            && low != TAG_SAMPLED as u8
+            && low != TAG_FREED_REMOTE as u8
+            && low != TAG_GAP as u8
+            && low % 16 != 0,
+        "TAG_FREED's low byte must be its own"
+    );
+};
 
 /// The header word of a block of `size` bytes in state `tag`.
 #[inline(always)]
@@ -385,6 +398,9 @@ enum Stop {
 pub struct Arena {
     // --- hot: every region allocation and owner free (one cache line) ---
     top: Cell<usize>,
+    /// The end of what the fast paths serve (see `update_limit`). Invariant: 16-byte aligned
+    /// (a granule boundary, or 0), so that they test a block's end rounded up, which is the new
+    /// `top` they compute anyway. Its address is also [`Arena::no_link`].
     limit: Cell<usize>,
     /// `local` biased so that `local_by_addr[addr >> GRANULE_SHIFT]` is the count of the granule
     /// holding `addr` (saves a subtraction per allocation and free).
@@ -400,21 +416,22 @@ pub struct Arena {
     /// `run_start <= uncounted <= top`, or `uncounted == top`; the range holds only fast-path
     /// blocks and gap headers (`TAG_GAP`), each followed by the next up to `top`.
     uncounted: Cell<usize>,
-    /// The header of the block right below the bump pointer, or 0 when not known. Every block
-    /// the bump pointer hands out stores the value it finds here in its second header word (its
-    /// *link*; a sampled block keeps its sample word there instead, and its owner's free clears
-    /// it), and then puts its own header here; a free at the bump pointer follows the links down
-    /// over blocks their owner freed already (`release_top`).
+    /// The header of the block right below the bump pointer, or [`Arena::no_link`] when not
+    /// known. Every block the bump pointer hands out stores the value it finds here in its
+    /// second header word (its *link*; a sampled block keeps its sample word there instead, and
+    /// its owner's free sets it to `no_link`), and then puts its own header here; a free at the
+    /// bump pointer follows the links down over blocks their owner freed already
+    /// (`release_top`).
     ///
-    /// Invariant: 0, or the header of a block of the current run that ends at or below `top`
-    /// with only alignment padding between its end and `top`. The link of a plain block of the
-    /// current run is 0 or the header of the block of the same run right below it (again with
-    /// only padding in between). Both hold because every block of `[run_start, top)` was handed
-    /// out in the current run (a run enters only granules without live blocks), memory below a
-    /// live block is reused only once the bump pointer went back past it, and every move of the
-    /// bump pointer other than a bump, a release at it, or a resize in place of the block that
-    /// ends at it (`try_resize_last`, `try_resize_in_place`: that block is this one, or this is
-    /// 0) sets this to 0.
+    /// Invariant: `no_link`, or the header of a block of the current run that ends at or below
+    /// `top` with only alignment padding between its end and `top`. The link of a plain block
+    /// of the current run is `no_link` or the header of the block of the same run right below
+    /// it (again with only padding in between). Both hold because every block of
+    /// `[run_start, top)` was handed out in the current run (a run enters only granules without
+    /// live blocks), memory below a live block is reused only once the bump pointer went back
+    /// past it, and every move of the bump pointer other than a bump, a release at it, or a
+    /// resize in place of the block that ends at it (`try_resize_last`, `try_resize_in_place`:
+    /// that block is this one, or this is `no_link`) sets this to `no_link`.
     ///
     /// The block may be freed already: by another thread, or by its owner while it was
     /// sampled and uncounted (`free_uncounted` releases only a block that ends exactly at
@@ -812,7 +829,7 @@ impl Arena {
             cross_by_addr: cross.wrapping_sub(slot_base >> GRANULE_SHIFT),
             run_start: Cell::new(data_start),
             uncounted: Cell::new(data_start),
-            below_top: Cell::new(0),
+            below_top: Cell::new(slot_base + core::mem::offset_of!(Arena, limit)),
             peak_top: Cell::new(data_start),
             data_start,
             uncounted_freed: Cell::new(0),
@@ -1001,16 +1018,17 @@ impl Arena {
     pub unsafe fn try_alloc_fast_small(&self, size: usize) -> *mut u8 {
         debug_assert!((1..LINE_ALIGN_FROM).contains(&size));
         // `top` is 16-byte aligned, so the block needs no rounding; `size` is below a page, so
-        // `end` cannot wrap (`top` lies below 2^47).
+        // its end cannot wrap (`top` lies below 2^47). `limit` is 16-byte aligned too, so the
+        // rounded end is tested: the same test, and the new `top` computed once.
         let top = self.top.get();
         let p = top + HEADER;
-        let end = p + size;
-        if end > self.limit.get() {
+        let new_top = align_up(p + size, MIN_ALIGN);
+        if new_top > self.limit.get() {
             return ptr::null_mut();
         }
-        // SAFETY: `[top, end)` lies in `[top, limit)`, which the invariants say is committed and
-        // unused.
-        unsafe { self.bump(top, p, end) }
+        // SAFETY: `[top, new_top)` lies in `[top, limit)`, which the invariants say is committed
+        // and unused.
+        unsafe { self.bump(p, size, new_top) }
     }
 
     /// [`Arena::try_alloc_fast`] for a block of a page or more, or a larger alignment: it starts
@@ -1024,7 +1042,9 @@ impl Arena {
         // `size - 1` wraps for 0: declined (see `try_alloc_fast`); a size beyond the slot too.
         // Tested first: after it, `malloc`'s caller knows the size is a page or more, so the
         // alignment below is a constant (tested later, it cost seven instructions to pick).
-        if size.wrapping_sub(1) >= MAX_SLOT {
+        // As a shift (`MAX_SLOT` is a power of two): as a compare, the compiler built the
+        // 64-bit bound in a register and moved the subtraction into it (five instructions).
+        if size.wrapping_sub(1) >> MAX_SLOT.trailing_zeros() != 0 {
             return ptr::null_mut();
         }
         let top = self.top.get();
@@ -1032,8 +1052,9 @@ impl Arena {
         // `top` lies below 2^47, so `p` cannot wrap, and the size is below the slot's, so `end`
         // cannot either; an alignment beyond the slot makes `p` exceed the limit.
         let p = (top + HEADER + align - 1) & !(align - 1);
-        let end = p + size;
-        if end > self.limit.get() {
+        // As in `try_alloc_fast_small`: `limit` is 16-byte aligned.
+        let new_top = align_up(p + size, MIN_ALIGN);
+        if new_top > self.limit.get() {
             return ptr::null_mut();
         }
         let hdr = p - HEADER;
@@ -1043,25 +1064,26 @@ impl Arena {
             // pointer.
             unsafe { (top as *mut usize).write(header_word(hdr - top, TAG_GAP)) };
         }
-        // SAFETY: `[hdr, end)` lies in `[top, limit)`, checked above.
-        unsafe { self.bump(top, p, end) }
+        // SAFETY: `[hdr, new_top)` lies in `[top, limit)`, checked above.
+        unsafe { self.bump(p, size, new_top) }
     }
 
-    /// Hands out the block `[p, end)` (header at `p - HEADER`, at or past `top`): the bump
-    /// pointer moves past it, and the block joins the uncounted range `[uncounted, top)` just
-    /// by that.
+    /// Hands out the block of `size` bytes at `p` (header at `p - HEADER`, at or past `top`):
+    /// the bump pointer moves to `new_top`, its end rounded up to 16 bytes, and the block joins
+    /// the uncounted range `[uncounted, top)` just by that.
     ///
     /// # Safety
-    /// `[p - HEADER, end)` lies in `[top, limit)`, committed and unused; any padding in
-    /// `[top, p - HEADER)` has a gap header.
+    /// `[p - HEADER, new_top)` lies in `[top, limit)`, committed and unused;
+    /// `new_top == align_up(p + size, MIN_ALIGN)`; any padding in `[top, p - HEADER)` has a
+    /// gap header.
     #[inline(always)]
-    unsafe fn bump(&self, top: usize, p: usize, end: usize) -> *mut u8 {
-        debug_assert!(p - HEADER >= top);
-        self.top.set(align_up(end, MIN_ALIGN));
+    unsafe fn bump(&self, p: usize, size: usize, new_top: usize) -> *mut u8 {
+        debug_assert!(p - HEADER >= self.top.get() && new_top == align_up(p + size, MIN_ALIGN));
+        self.top.set(new_top);
         let hdr = (p - HEADER) as *mut usize;
         // SAFETY: caller's obligation (the header is 16 bytes: its word and the link).
         unsafe {
-            hdr.write(header_word(end - p, TAG_LIVE));
+            hdr.write(header_word(size, TAG_LIVE));
             hdr.add(1).write(self.below_top.get());
         }
         self.below_top.set(hdr as usize);
@@ -1540,7 +1562,7 @@ impl Arena {
         self.run_start.set(at);
         self.run_end.set(at);
         self.top.set(at);
-        self.below_top.set(0);
+        self.below_top.set(self.no_link());
         self.uncounted.set(at);
         self.zero_from.set(at);
         self.update_limit();
@@ -1655,6 +1677,16 @@ impl Arena {
                 .saturating_add(size.saturating_add(HEADER)),
         );
         ptr::null_mut()
+    }
+
+    /// The link, and `below_top`, that names no block: the address of `limit`. Read as a
+    /// header, its low byte is never `TAG_FREED`'s (`limit` is 16-byte aligned), and it lies
+    /// below every run (the arena sits at the slot's start), so the walks down the links stop
+    /// at it with the tests they make anyway (`release_top` needs no null test), and it is in
+    /// the cache line the fast paths use.
+    #[inline(always)]
+    fn no_link(&self) -> usize {
+        &self.limit as *const Cell<usize> as usize
     }
 
     #[inline(always)]
@@ -1881,7 +1913,7 @@ impl Arena {
     /// # Safety
     /// Owner thread; `hdr` is the header of a block of the current run (`hdr >= run_start`)
     /// with nothing but alignment padding between its end and `top`, its tag already says
-    /// freed, and its second header word is its link (a plain block's, or 0);
+    /// freed, and its second header word is its link (a plain block's, or `no_link`);
     /// `uncounted <= hdr`.
     #[inline(always)]
     unsafe fn release_top(&self, hdr: usize) {
@@ -1889,24 +1921,27 @@ impl Arena {
         let link = unsafe { *((hdr + 8) as *const usize) };
         self.top.set(hdr);
         self.below_top.set(link);
-        // SAFETY: `link` is 0 or a header of the run below `hdr` (`below_top`'s invariant):
-        // committed memory of ours. The callers keep `uncounted <= hdr`.
-        if link != 0 && unsafe { Self::owner_freed(link) } {
+        // SAFETY: `link` is `no_link` (`limit`, whose low byte says no block is freed) or a
+        // header of the run below `hdr` (`below_top`'s invariant): memory of ours. The callers
+        // keep `uncounted <= hdr`.
+        if unsafe { Self::owner_freed(link) } {
             // SAFETY: as above.
             unsafe { self.release_freed_below(link) };
         }
     }
 
-    /// Whether the header at `hdr` says its owner freed the block. Atomic: another thread may
-    /// be freeing that block (it writes the tag with Release).
+    /// Whether the header at `hdr` says its owner freed the block (false for `no_link`). Atomic:
+    /// another thread may be freeing that block (it writes the tag with Release).
     ///
     /// # Safety
-    /// `hdr` is a block header in committed memory of this arena.
+    /// `hdr` is a block header in committed memory of this arena, or its `no_link`.
     #[inline(always)]
     unsafe fn owner_freed(hdr: usize) -> bool {
         // SAFETY: caller's obligation.
         let word = unsafe { (*(hdr as *const AtomicUsize)).load(Ordering::Relaxed) };
-        word_tag(word) == TAG_FREED
+        // By the low byte, which is `TAG_FREED`'s alone (asserted where the tags are): a byte
+        // compare needs no widening, where the 16-bit tag took a `movzx` first.
+        word as u8 == TAG_FREED as u8
     }
 
     /// [`Arena::release_top`] went back to a block whose tag says its owner freed it already:
@@ -1925,7 +1960,7 @@ impl Arena {
             // theirs) and nobody else writes either word now.
             let below = unsafe { *((hdr + 8) as *const usize) };
             // SAFETY: `below` is a header of the run below `hdr` (the links' invariant), so
-            // committed memory.
+            // committed memory, or `no_link`, which lies below `run_start`.
             if below < run_start || !unsafe { Self::owner_freed(below) } {
                 break below;
             }
@@ -2024,7 +2059,7 @@ impl Arena {
                 // SAFETY: a live, uncounted block of ours: its sample word is no link (see
                 // `below_top`), so it reads as none from now on.
                 unsafe {
-                    (hdr as *mut usize).add(1).write(0);
+                    (hdr as *mut usize).add(1).write(self.no_link());
                     self.free_uncounted(hdr, p + word_size(word));
                 }
                 return;
@@ -2050,7 +2085,7 @@ impl Arena {
         // second word is its sample word, no link (see `below_top`): it reads as none now.
         unsafe {
             *hdr = header_word(size, TAG_FREED);
-            *hdr.add(1) = 0;
+            *hdr.add(1) = self.no_link();
         }
         let hdr = hdr as usize;
         // SAFETY: a validated live block of this arena, on the owner thread.
@@ -2298,7 +2333,7 @@ impl Arena {
             if self.top.get() > cp.top {
                 self.note_peak();
                 self.top.set(cp.top);
-                self.below_top.set(0);
+                self.below_top.set(self.no_link());
                 self.uncounted.set(cp.top);
             }
         }
@@ -2322,7 +2357,7 @@ impl Arena {
         if keep < top {
             self.note_peak();
             self.top.set(keep);
-            self.below_top.set(0);
+            self.below_top.set(self.no_link());
         }
     }
 
@@ -2461,7 +2496,7 @@ impl Arena {
             self.zero_from.set(resume);
             self.update_limit();
         }
-        self.below_top.set(0);
+        self.below_top.set(self.no_link());
         self.origin.set(resume);
         self.peak_top.set(resume);
         self.checkpoint_depth.set(0);
@@ -3709,12 +3744,15 @@ impl Arena {
         if self.limit.get() != self.fast_limit() {
             return Err("fast-path limit out of date");
         }
+        if !self.limit.get().is_multiple_of(MIN_ALIGN) {
+            return Err("fast-path limit not 16-byte aligned (the fast paths test rounded ends)");
+        }
         let next = align_up(top, GRANULE);
         if next < run_end && self.units(self.granule(next)) != 0 {
             return Err("live block in the granule after the bump pointer's");
         }
         let below = self.below_top.get();
-        if below != 0 {
+        if below != self.no_link() {
             if below < run_start || below + HEADER > top {
                 return Err("the block below the bump pointer is not in the run below it");
             }
