@@ -86,6 +86,8 @@ pub fn alloc_slow(size: usize, align: usize) -> *mut u8 {
 }
 
 /// [`alloc_slow`] for a caller that knows the allocation site (the return address of `malloc`).
+/// The site is read only when the calling thread has no active arena: a caller in a region may
+/// pass anything.
 #[cold]
 #[inline(never)]
 pub fn alloc_slow_at(size: usize, align: usize, site: usize) -> *mut u8 {

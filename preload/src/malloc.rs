@@ -96,11 +96,13 @@ mod entry {
     );
 
     /// `malloc(3)`. It loads the thread's `active` value itself (the initial-exec TLS load of
-    /// region.rs) and dispatches on it, with the site (the return address) and `active` in the
-    /// next argument registers: a thread in a region goes to [`malloc_in_arena`]; a thread outside
-    /// regions whose mode is known (`SETTLED`) jumps straight to the next allocator's `malloc`
-    /// (eight instructions, one taken branch; the site stub and `malloc_at`'s own load and tests
-    /// took ten and three); the rest (first use, process mode) go to [`malloc_unsettled`].
+    /// region.rs) and dispatches on it, with `active` in the third argument register: a thread
+    /// in a region goes to [`malloc_in_arena`]; a thread outside regions whose mode is known
+    /// (`SETTLED`) jumps straight to the next allocator's `malloc` (seven instructions, one
+    /// taken branch; the site stub and `malloc_at`'s own load and tests took ten and three); the
+    /// rest (first use, process mode) go to [`malloc_unsettled`], with the site (the return
+    /// address) in the second. Only that path uses a site: an arena's slow path needs none, so
+    /// the other two do not load it.
     ///
     /// # Safety
     /// As the C function.
@@ -110,13 +112,15 @@ mod entry {
         core::arch::naked_asm!(
             "mov rax, qword ptr [rip + resizealloc_thread_state@GOTTPOFF]",
             "mov rdx, qword ptr fs:[rax]",
-            "mov rsi, qword ptr [rsp]",
             "cmp rdx, {predict}",
             "ja {in_arena}",
             "cmp rdx, {settled}",
-            "jne {unsettled}",
+            "jne 2f",
             // `real::MALLOC` always holds a callable `malloc` (the next object's, or the resolver).
             "jmp qword ptr [rip + {next}]",
+            "2:",
+            "mov rsi, qword ptr [rsp]",
+            "jmp {unsettled}",
             predict = const resizealloc::region::PREDICT_BITS,
             settled = const resizealloc::region::SETTLED_BITS,
             in_arena = sym malloc_in_arena,
@@ -126,13 +130,14 @@ mod entry {
     }
 
     /// `malloc` inside a region: `active` is the thread's own active arena (the entry point tested
-    /// `region::is_arena`).
+    /// `region::is_arena`). `unread` is whatever the program left in the second argument
+    /// register: [`super::malloc_in`] passes it on unread.
     extern "C" fn malloc_in_arena(
         size: usize,
-        site: usize,
+        unread: usize,
         active: *const resizealloc::arena::Arena,
     ) -> *mut c_void {
-        super::malloc_in(size, site, active)
+        super::malloc_in(size, unread, active)
     }
 
     /// `malloc` outside regions for a thread that is not `SETTLED`: not routed yet (`active` null),
@@ -159,8 +164,13 @@ pub(crate) extern "C" fn malloc_at(size: usize, site: usize) -> *mut c_void {
     }
 }
 
-/// `malloc` from `a`, the calling thread's active arena (arguments in the entry point's register
-/// order): its fast path, else the slow path.
+/// `malloc` from `a`, the calling thread's active arena: its fast path, else the slow path.
+///
+/// It needs no site: an active arena's slow path takes every request (`router::alloc_slow_at`
+/// reads the site only for a thread with no active arena). So `site` may be anything (the entry
+/// point passes whatever the program left in that register): it is passed on to the slow path
+/// unread, where a constant cost an instruction, and a dropped argument made the compiler move
+/// `a` out of the third register, where the entry point put it.
 /// A block under a page is served inline; anything else is one jump to
 /// [`malloc_in_aligned`]: in one function the compiler joined the two paths at their common
 /// tail, and the small one then jumped to it.
@@ -191,6 +201,8 @@ fn malloc_in_aligned(size: usize, site: usize, a: *const resizealloc::arena::Are
     malloc_slow(size, site)
 }
 
+/// `malloc` past the fast paths. `site` is the program's return address, read only when the
+/// thread has no active arena (`router::alloc_slow_at`); with one it may be anything.
 #[cold]
 #[inline(never)]
 fn malloc_slow(size: usize, site: usize) -> *mut c_void {
