@@ -632,8 +632,15 @@ fn double_free_aborts_like_glibc() {
     // The abort path is checked in a child process: the test binary re-runs itself.
     if let Some(case) = std::env::var_os("RESIZEALLOC_DOUBLE_FREE_CHILD") {
         let a = arena(ArenaConfig::default());
-        let p = alloc(a, 32, 16);
-        if case == "remote" {
+        // The first block of an arena takes the slow path, which counts it at once; the
+        // "uncounted" cases free the second, which the fast path handed out: the block the
+        // owner's LIFO free takes without reading its tag.
+        let mut p = alloc(a, 32, 16);
+        let case = case.to_str().unwrap();
+        if case.ends_with("uncounted") {
+            p = alloc(a, 48, 16);
+        }
+        if case.starts_with("remote") {
             // The block right below the bump pointer, freed by another thread first: the
             // owner's LIFO path must not take it as live.
             // SAFETY: a live block of `a`, freed once so far; the arena is not orphaned.
@@ -644,7 +651,7 @@ fn double_free_aborts_like_glibc() {
         free(a, p);
         unreachable!("second free returned");
     }
-    for case in ["owner", "remote"] {
+    for case in ["owner", "remote", "owner uncounted", "remote uncounted"] {
         let out = std::process::Command::new(std::env::current_exe().unwrap())
             .args([
                 "double_free_aborts_like_glibc",

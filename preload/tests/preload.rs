@@ -239,6 +239,24 @@ fn double_free_aborts_with_glibcs_message() {
     );
 }
 
+#[test]
+fn double_free_after_another_threads_free_aborts() {
+    let out = preloaded(Command::new(compile("double_free_remote")), &[]);
+    use std::os::unix::process::ExitStatusExt;
+    assert_eq!(
+        out.status.signal(),
+        Some(libc_sigabrt()),
+        "status {:?}, stderr: {}",
+        out.status,
+        text(&out.stderr)
+    );
+    assert!(
+        text(&out.stderr).contains("free(): double free detected"),
+        "stderr: {}",
+        text(&out.stderr)
+    );
+}
+
 fn libc_sigabrt() -> i32 {
     6
 }
