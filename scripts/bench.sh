@@ -16,6 +16,7 @@
 # Writes target/bench/results.md and target/bench/chart.png.
 #   ROUNDS=5 (default)   BENCH_ARGS="--quick" (passed to bench_alloc)
 #   BASELINE_SO=path     an older libresizealloc.so, measured as the extra column "before"
+#   SUMMARY_ONLY=1       no runs: the tables and chart again from the last run's target/bench/raw
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -29,6 +30,17 @@ BIN=$OUT/bench_alloc
 LIBDIR=/usr/lib/x86_64-linux-gnu
 START=$(date +%s.%N)
 
+if [[ -n ${SUMMARY_ONLY:-} ]]; then
+    # The allocators and rounds of the last run, from its raw files (NAME.ROUND.txt), in the
+    # order the tables list them.
+    ls "$RAW"/*.txt >/dev/null || { echo "ERROR: no raw results in $RAW" >&2; exit 1; }
+    NAMES=()
+    for a in glibc mimalloc jemalloc tcmalloc resizealloc before ideal sound forwarder off floor; do
+        [[ -f $RAW/$a.1.txt ]] && NAMES+=("$a")
+    done
+    ROUNDS=$(ls "$RAW" | sed -n 's/^[a-z]*\.\([0-9]*\)\.txt$/\1/p' | sort -n | tail -1)
+    n=${#NAMES[@]}
+else
 mkdir -p "$OUT"
 # 1. preload library (cargo is a no-op when it is up to date)
 if ! cargo build --release -p resizealloc-preload >"$OUT.build.log" 2>&1; then
@@ -86,6 +98,7 @@ for ((r = 1; r <= ROUNDS; r++)); do
         fi
     done
 done
+fi
 
 # 5. medians and per-round ratios -> markdown tables + chart data
 awk -v names="${NAMES[*]}" -v rounds="$ROUNDS" -v chart="$OUT/chart.dat" \
@@ -158,8 +171,8 @@ END {
         }
     }
     print ""; print "### Ratios: median of per-round ratios (below 1 is faster; for threads, throughput inverted)"; print ""
-    print "| workload | resizealloc / ideal | sound floor / ideal | resizealloc / fastest peer | resizealloc / glibc | targets |"
-    print "|---|---:|---:|---:|---:|---|"
+    print "| workload | resizealloc / ideal | sound floor / ideal | resizealloc / fastest peer | sound floor / fastest peer | resizealloc / glibc | targets |"
+    print "|---|---:|---:|---:|---:|---:|---|"
     for (w = 1; w <= 8; w++) {
         wl = W[w]; ri = ratio(wl, "resizealloc", "ideal"); rp = ratio(wl, "resizealloc", "peer"); rg = ratio(wl, "resizealloc", "glibc")
         rs = ratio(wl, "sound", "ideal")
@@ -172,13 +185,14 @@ END {
             ro = ratio(wl, "off", "forwarder"); rd = ratio(wl, "resizealloc", "forwarder")
             tg = "REGION=off / forwarder " fr(ro) " (<= 1.05x: " check(ro, 1.05) "); default mode / forwarder " fr(rd)
         }
-        print "| " wl " | " fr(ri) " | " (rs == "" ? "" : fr(rs)) " | " fr(rp) " | " fr(rg) " | " tg " |"
+        sp = ratio(wl, "sound", "peer")
+        print "| " wl " | " fr(ri) " | " (rs == "" ? "" : fr(rs)) " | " fr(rp) " | " (sp == "" ? "" : fr(sp)) " | " fr(rg) " | " tg " |"
     }
     sc = med_of("thread_scaling", "resizealloc")
-    print "| thread_scaling | | | | | resizealloc 2 threads / 1 thread " fmt(sc) "x (>= 1.90x: " (sc == "" ? "n/a" : (sc >= 1.9 ? "PASS" : "FAIL")) ") |"
+    print "| thread_scaling | | | | | | resizealloc 2 threads / 1 thread " fmt(sc) "x (>= 1.90x: " (sc == "" ? "n/a" : (sc >= 1.9 ? "PASS" : "FAIL")) ") |"
     print ""; print "### Ratios of best rounds (each allocator in its fastest round; see the header of scripts/bench.sh)"; print ""
-    print "| workload | resizealloc / ideal | sound floor / ideal | resizealloc / fastest peer | resizealloc / glibc | resizealloc / before | targets, on this estimate |"
-    print "|---|---:|---:|---:|---:|---:|---|"
+    print "| workload | resizealloc / ideal | sound floor / ideal | resizealloc / fastest peer | sound floor / fastest peer | resizealloc / glibc | resizealloc / before | targets, on this estimate |"
+    print "|---|---:|---:|---:|---:|---:|---:|---|"
     for (w = 1; w <= 6; w++) {
         wl = W[w]; ri = bratio(wl, "resizealloc", "ideal"); rp = bratio(wl, "resizealloc", "peer"); rg = bratio(wl, "resizealloc", "glibc")
         rs = bratio(wl, "sound", "ideal")
@@ -187,10 +201,11 @@ END {
         if (wl == "mixed") tg = tg "; <= 0.50x fastest peer: " check(rp, 0.5)
         if (wl == "temp8m") tg = "<= 1.05x glibc: " check(rg, 1.05)
         if (wl == "outside") { ro = bratio(wl, "off", "forwarder"); tg = "REGION=off / forwarder " fr(ro) " (<= 1.05x: " check(ro, 1.05) ")" }
-        print "| " wl " | " fr(ri) " | " (rs == "" ? "" : fr(rs)) " | " fr(rp) " | " fr(rg) " | " fr(bratio(wl, "resizealloc", "before")) " | " tg " |"
+        sp = bratio(wl, "sound", "peer")
+        print "| " wl " | " fr(ri) " | " (rs == "" ? "" : fr(rs)) " | " fr(rp) " | " (sp == "" ? "" : fr(sp)) " | " fr(rg) " | " fr(bratio(wl, "resizealloc", "before")) " | " tg " |"
     }
     sc = best("thread_scaling", "resizealloc"); si = best("thread_scaling", "ideal")
-    print "| thread_scaling | | | | | | best round: resizealloc 2 threads / 1 thread " fmt(sc) "x, ideal " fmt(si) "x (>= 1.90x: " (sc == "" ? "n/a" : (sc >= 1.9 ? "PASS" : "FAIL")) ") |"
+    print "| thread_scaling | | | | | | | best round: resizealloc 2 threads / 1 thread " fmt(sc) "x, ideal " fmt(si) "x (>= 1.90x: " (sc == "" ? "n/a" : (sc >= 1.9 ? "PASS" : "FAIL")) ") |"
     printf "workload" > chart; for (i = 1; i <= na; i++) if (A[i] != "off") printf " %s", A[i] > chart; print "" > chart
     for (i = 1; i <= nr; i++) print rows[i] > chart
 }' "$RAW"/*.txt >"$OUT/results.md"
