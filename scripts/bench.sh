@@ -147,6 +147,31 @@ function bratio(wl, num, den,    n, d) {
     if (n == "" || d == "" || n == 0 || d == 0) return ""
     return higher(wl) ? d / n : n / d
 }
+# The ratio num / den by the estimator `kind`: "median" of per-round ratios, or of "best" rounds.
+function q(kind, wl, num, den) { return kind == "best" ? bratio(wl, num, den) : ratio(wl, num, den) }
+# Table 2 (kind "median") or 3 ("best"): the first `nw` workloads of W, with the targets.
+function ratio_table(kind, nw,    w, wl, ri, rp, rg, rs, sp, ro, rd, tg) {
+    print ""
+    if (kind == "best") print "### Ratios of best rounds (each allocator in its fastest round; see the header of scripts/bench.sh)"
+    else print "### Ratios: median of per-round ratios (below 1 is faster; for threads, throughput inverted)"
+    print ""
+    print "| workload | resizealloc / ideal | sound floor / ideal | resizealloc / fastest peer | sound floor / fastest peer | resizealloc / glibc | resizealloc / before | targets |"
+    print "|---|---:|---:|---:|---:|---:|---:|---|"
+    for (w = 1; w <= nw; w++) {
+        wl = W[w]; ri = q(kind, wl, "resizealloc", "ideal"); rp = q(kind, wl, "resizealloc", "peer")
+        rg = q(kind, wl, "resizealloc", "glibc"); rs = q(kind, wl, "sound", "ideal"); sp = q(kind, wl, "sound", "peer")
+        tg = ""
+        if (wl ~ /^(bumper|lifo|mixed)$/) tg = "<= 1.10x ideal: " check(ri, 1.10) "; <= 1.00x fastest peer: " check(rp, 1.0)
+        if (wl == "mixed") tg = tg "; <= 0.50x fastest peer: " check(rp, 0.5)
+        if (wl == "temp8m") tg = "<= 1.00x fastest peer: " check(rp, 1.0) "; <= 1.05x glibc: " check(rg, 1.05)
+        if (wl == "copy") tg = "no slower than the fastest peer: " check(rp, 1.0)
+        if (wl == "outside") {
+            ro = q(kind, wl, "off", "forwarder"); rd = q(kind, wl, "resizealloc", "forwarder")
+            tg = "REGION=off / forwarder " fr(ro) " (<= 1.05x: " check(ro, 1.05) "); default mode / forwarder " fr(rd)
+        }
+        print "| " wl " | " fr(ri) " | " (rs == "" ? "" : fr(rs)) " | " fr(rp) " | " (sp == "" ? "" : fr(sp)) " | " fr(rg) " | " fr(q(kind, wl, "resizealloc", "before")) " | " tg " |"
+    }
+}
 function fmt(x) { if (x == "") return "n/a"; return (x >= 1000) ? sprintf("%.0f", x) : (x >= 10 ? sprintf("%.1f", x) : sprintf("%.2f", x)) }
 function fr(x) { return x == "" ? "n/a" : sprintf("%.2fx", x) }
 function check(got, want) { if (got == "") return "n/a"; return got <= want ? "PASS" : "FAIL" }
@@ -170,40 +195,10 @@ END {
             rows[++nr] = row
         }
     }
-    print ""; print "### Ratios: median of per-round ratios (below 1 is faster; for threads, throughput inverted)"; print ""
-    print "| workload | resizealloc / ideal | sound floor / ideal | resizealloc / fastest peer | sound floor / fastest peer | resizealloc / glibc | targets |"
-    print "|---|---:|---:|---:|---:|---:|---|"
-    for (w = 1; w <= 8; w++) {
-        wl = W[w]; ri = ratio(wl, "resizealloc", "ideal"); rp = ratio(wl, "resizealloc", "peer"); rg = ratio(wl, "resizealloc", "glibc")
-        rs = ratio(wl, "sound", "ideal")
-        tg = ""
-        if (wl ~ /^(bumper|lifo|mixed)$/) tg = "<= 1.10x ideal: " check(ri, 1.10) "; <= 1.00x fastest peer: " check(rp, 1.0)
-        if (wl == "mixed") tg = tg "; <= 0.50x fastest peer: " check(rp, 0.5)
-        if (wl == "temp8m") tg = "<= 1.00x fastest peer: " check(rp, 1.0) "; <= 1.05x glibc: " check(rg, 1.05)
-        if (wl == "copy") tg = "no slower than the fastest peer: " check(rp, 1.0)
-        if (wl == "outside") {
-            ro = ratio(wl, "off", "forwarder"); rd = ratio(wl, "resizealloc", "forwarder")
-            tg = "REGION=off / forwarder " fr(ro) " (<= 1.05x: " check(ro, 1.05) "); default mode / forwarder " fr(rd)
-        }
-        sp = ratio(wl, "sound", "peer")
-        print "| " wl " | " fr(ri) " | " (rs == "" ? "" : fr(rs)) " | " fr(rp) " | " (sp == "" ? "" : fr(sp)) " | " fr(rg) " | " tg " |"
-    }
+    ratio_table("median", 8)
     sc = med_of("thread_scaling", "resizealloc")
-    print "| thread_scaling | | | | | | resizealloc 2 threads / 1 thread " fmt(sc) "x (>= 1.90x: " (sc == "" ? "n/a" : (sc >= 1.9 ? "PASS" : "FAIL")) ") |"
-    print ""; print "### Ratios of best rounds (each allocator in its fastest round; see the header of scripts/bench.sh)"; print ""
-    print "| workload | resizealloc / ideal | sound floor / ideal | resizealloc / fastest peer | sound floor / fastest peer | resizealloc / glibc | resizealloc / before | targets, on this estimate |"
-    print "|---|---:|---:|---:|---:|---:|---:|---|"
-    for (w = 1; w <= 6; w++) {
-        wl = W[w]; ri = bratio(wl, "resizealloc", "ideal"); rp = bratio(wl, "resizealloc", "peer"); rg = bratio(wl, "resizealloc", "glibc")
-        rs = bratio(wl, "sound", "ideal")
-        tg = ""
-        if (wl ~ /^(bumper|lifo|mixed)$/) tg = "<= 1.10x ideal: " check(ri, 1.10) "; <= 1.00x fastest peer: " check(rp, 1.0)
-        if (wl == "mixed") tg = tg "; <= 0.50x fastest peer: " check(rp, 0.5)
-        if (wl == "temp8m") tg = "<= 1.05x glibc: " check(rg, 1.05)
-        if (wl == "outside") { ro = bratio(wl, "off", "forwarder"); tg = "REGION=off / forwarder " fr(ro) " (<= 1.05x: " check(ro, 1.05) ")" }
-        sp = bratio(wl, "sound", "peer")
-        print "| " wl " | " fr(ri) " | " (rs == "" ? "" : fr(rs)) " | " fr(rp) " | " (sp == "" ? "" : fr(sp)) " | " fr(rg) " | " fr(bratio(wl, "resizealloc", "before")) " | " tg " |"
-    }
+    print "| thread_scaling | | | | | | | resizealloc 2 threads / 1 thread " fmt(sc) "x (>= 1.90x: " (sc == "" ? "n/a" : (sc >= 1.9 ? "PASS" : "FAIL")) ") |"
+    ratio_table("best", 6)
     sc = best("thread_scaling", "resizealloc"); si = best("thread_scaling", "ideal")
     print "| thread_scaling | | | | | | | best round: resizealloc 2 threads / 1 thread " fmt(sc) "x, ideal " fmt(si) "x (>= 1.90x: " (sc == "" ? "n/a" : (sc >= 1.9 ? "PASS" : "FAIL")) ") |"
     printf "workload" > chart; for (i = 1; i <= na; i++) if (A[i] != "off") printf " %s", A[i] > chart; print "" > chart

@@ -224,35 +224,28 @@ fn fork_inside_a_region() {
 
 #[test]
 fn double_free_aborts_with_glibcs_message() {
-    let out = preloaded(Command::new(compile("double_free")), &[]);
-    use std::os::unix::process::ExitStatusExt;
-    assert_eq!(
-        out.status.signal(),
-        Some(libc_sigabrt()),
-        "status {:?}",
-        out.status
-    );
-    assert!(
-        text(&out.stderr).contains("free(): double free detected"),
-        "stderr: {}",
-        text(&out.stderr)
-    );
+    assert_double_free_abort("double_free");
 }
 
 #[test]
 fn double_free_after_another_threads_free_aborts() {
-    let out = preloaded(Command::new(compile("double_free_remote")), &[]);
+    assert_double_free_abort("double_free_remote");
+}
+
+/// Runs `tests/c/<program>.c` preloaded: it must die of SIGABRT with glibc's double-free message.
+fn assert_double_free_abort(program: &str) {
+    let out = preloaded(Command::new(compile(program)), &[]);
     use std::os::unix::process::ExitStatusExt;
     assert_eq!(
         out.status.signal(),
         Some(libc_sigabrt()),
-        "status {:?}, stderr: {}",
+        "{program}: status {:?}, stderr: {}",
         out.status,
         text(&out.stderr)
     );
     assert!(
         text(&out.stderr).contains("free(): double free detected"),
-        "stderr: {}",
+        "{program}: stderr: {}",
         text(&out.stderr)
     );
 }
