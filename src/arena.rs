@@ -112,8 +112,8 @@ const TAG_FREED_REMOTE: usize = 0xF4EF;
 /// Not a block: alignment padding of `size` bytes in the uncounted range, which a walk skips.
 const TAG_GAP: usize = 0x6A90;
 const _: () = {
-    // `owner_freed` tells `TAG_FREED` by its low byte alone: no other tag, and no 16-byte
-    // aligned word (`limit`, at `no_link`), may share it.
+    // `owner_freed` tells `TAG_FREED` by its low byte alone: no other tag, and no multiple of
+    // 16 (the value of `limit`, the word at `no_link`), may share it.
     let low = TAG_FREED as u8;
     assert!(
         low != TAG_LIVE as u8
@@ -1145,8 +1145,8 @@ impl Arena {
     /// run, with only padding up to `top`, and neither sampled nor freed by its owner (see
     /// `below_top`), so neither its size, nor the range, nor its tag is needed: the one state
     /// left to tell, freed by another thread (a double free now), shows in its link, which
-    /// [`Arena::release_top`] reads anyway (`POISON_LINK`). (`below_top` is never taken for a
-    /// pointer under 4 KiB, which the callers never pass.)
+    /// [`Arena::release_top`] reads anyway (`POISON_LINK`). (`no_link`, the address of
+    /// `limit`, lies below `data_start`, so below `uncounted`: it never passes.)
     ///
     /// The tag test this replaces cost 5 % of the Bumper loop's time and 7 % of the LIFO
     /// workload's (BENCHMARKS.md, tenth session): a branch on a load from the header just
@@ -1712,10 +1712,10 @@ impl Arena {
     }
 
     /// The link, and `below_top`, that names no block: the address of `limit`. Read as a
-    /// header, its low byte is never `TAG_FREED`'s (`limit` is 16-byte aligned), and it lies
-    /// below every run (the arena sits at the slot's start), so the walks down the links stop
-    /// at it with the tests they make anyway (`release_top` needs no null test), and it is in
-    /// the cache line the fast paths use.
+    /// header, its low byte is never `TAG_FREED`'s (`limit`'s value is a multiple of 16), and
+    /// it lies below every run (the arena sits at the slot's start), so the walks down the
+    /// links stop at it with the tests they make anyway (`release_top` needs no null test),
+    /// and it is in the cache line the fast paths use.
     #[inline(always)]
     fn no_link(&self) -> usize {
         &self.limit as *const Cell<usize> as usize
@@ -1858,7 +1858,9 @@ impl Arena {
     }
 
     /// The fast path alone: frees a valid, unsampled block and returns true; returns false,
-    /// having changed nothing, for anything else. Calls nothing but the rare bound check.
+    /// having changed nothing, for anything else, except that a second free of the last block
+    /// after another thread freed it aborts (see `POISON_LINK`). Calls nothing but the rare
+    /// bound check.
     ///
     /// # Safety
     /// Called by the owner thread. `p` is null, a live block of this arena, or any address at
@@ -1879,8 +1881,8 @@ impl Arena {
             self.debug_check();
             return true;
         }
-        // Not the last block, or sampled, or freed by another thread already, or counted: the
-        // paths below tell.
+        // Not the last block, or counted: the paths below tell (and find sampled blocks and
+        // blocks freed already by their tags).
         if self.in_uncounted(hdr) {
             // A block handed out since the counts were last looked at: it was never counted, so
             // freeing it is a tag flip, and the last one goes back to the bump pointer.
@@ -1946,7 +1948,8 @@ impl Arena {
     /// # Safety
     /// Owner thread; `hdr` is the header of a block of the current run (`hdr >= run_start`)
     /// with nothing but alignment padding between its end and `top`, its tag already says
-    /// freed, and its second header word is its link (a plain block's, or `no_link`);
+    /// freed, and its second header word is its link (a plain block's, or `no_link`), or
+    /// `POISON_LINK` when another thread freed it before (a double free: this aborts);
     /// `uncounted <= hdr`.
     #[inline(always)]
     unsafe fn release_top(&self, hdr: usize) {
@@ -1969,7 +1972,8 @@ impl Arena {
     /// another thread may be freeing that block (it writes the tag with Release).
     ///
     /// # Safety
-    /// `hdr` is a block header in committed memory of this arena, or its `no_link`.
+    /// `hdr` is a block header in committed memory of this arena, its `no_link`, or
+    /// `POISON_LINK`.
     #[inline(always)]
     unsafe fn owner_freed(hdr: usize) -> bool {
         // SAFETY: caller's obligation.
@@ -1983,7 +1987,8 @@ impl Arena {
     /// goes on down the links while that holds.
     ///
     /// # Safety
-    /// Owner thread; `link` is `below_top`, the header of a freed block of the current run.
+    /// Owner thread; `link` is `below_top`: the header of a block of the current run its owner
+    /// freed, or `POISON_LINK` (a double free: this aborts).
     #[cold]
     #[inline(never)]
     unsafe fn release_freed_below(&self, link: usize) {
@@ -1995,9 +2000,10 @@ impl Arena {
         let mut hdr = link;
         let below = loop {
             // SAFETY: `hdr` is a header of the current run whose owner freed it (checked by the
-            // caller or below): its link is a plain block's (owner frees of sampled blocks clear
-            // theirs) and nobody else writes either word now.
-            let below = unsafe { *((hdr + 8) as *const usize) };
+            // caller or below): its link is a plain block's (owner frees of sampled blocks reset
+            // theirs). Another thread writes it only when it frees the block too (a double free,
+            // which aborts below or in that thread): atomic for that.
+            let below = unsafe { (*((hdr + 8) as *const AtomicUsize)).load(Ordering::Relaxed) };
             if below == poison_link() {
                 // Freed by its owner and by another thread (whichever came second aborts on the
                 // tag it finds; kept here in case that one raced past it).
@@ -2163,8 +2169,9 @@ impl Arena {
         // SAFETY: validated live header; only this thread frees this block. Atomic, because the
         // owner may read the tag of a crossing block at any time (`crossing_last`), and the link
         // when it frees the block again (a double free). The poisoned link is how the owner's
-        // LIFO free, which reads no tag, finds that double free (see `POISON_LINK`); the tag's
-        // Release store publishes it.
+        // LIFO free, which reads no tag, finds that double free (see `POISON_LINK`). The owner
+        // sees it when the program ordered its two frees (a join, a lock); a second free racing
+        // with this one may go unseen, as it could when the owner tested the tag.
         unsafe {
             (*(hdr.add(1) as *const AtomicUsize)).store(poison_link(), Ordering::Relaxed);
             (*(hdr as *const AtomicUsize))
@@ -3318,8 +3325,11 @@ impl Arena {
         }
         // Its link is its sample word now, and its owner's free must take the slow path, which
         // learns from it: the LIFO free, which reads no tag, must never find it at `below_top`
-        // (see there). The blocks above it then link to `no_link`: none reached below it
-        // through its link before either.
+        // (see there). The block above it then links to `no_link`. Nothing reached below this
+        // block through its link before either; what is lost is this block itself: freed
+        // before the block above it, it is no longer taken back when that one goes (it waits
+        // for the region's end, or in process mode for its granule to empty). One predicted
+        // allocation in `SAMPLE_EVERY` is sampled.
         if self.below_top.get() == hdr as usize {
             self.below_top.set(self.no_link());
         }
