@@ -120,7 +120,7 @@ const _: () = {
             && low != TAG_SAMPLED as u8
             && low != TAG_FREED_REMOTE as u8
             && low != TAG_GAP as u8
-            && low % 16 != 0,
+            && !low.is_multiple_of(16),
         "TAG_FREED's low byte must be its own"
     );
 };
