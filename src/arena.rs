@@ -1168,11 +1168,10 @@ impl Arena {
     /// thread freed goes to the general path, which tells).
     #[inline(always)]
     fn is_last_live_uncounted(&self, hdr: usize) -> bool {
-        hdr == self.below_top.get()
+        self.is_last_uncounted(hdr)
             // SAFETY: read once `hdr == below_top`, whose invariant says it is a block header in
             // our committed run. The tag is the header word's low 16 bits (little endian).
             && unsafe { *(hdr as *const u16) } == TAG_LIVE as u16
-            && hdr >= self.uncounted.get()
     }
 
     /// The fast path of `realloc` for the last block handed out, when it is still uncounted: it
@@ -1186,8 +1185,8 @@ impl Arena {
     pub unsafe fn try_resize_last(&self, p: *mut u8, new_size: usize) -> bool {
         let hdr = (p as usize).wrapping_sub(HEADER);
         // Its old size is not needed; padding it grows over becomes part of it.
-        if !self.is_last_live_uncounted(hdr) || new_size > MAX_SLOT {
-            return false; // not the last block, not live and uncounted, or too large
+        if new_size > MAX_SLOT || !self.is_last_live_uncounted(hdr) {
+            return false; // too large, or not the last block, live and uncounted
         }
         let top = self.top.get();
         let new_top = align_up(p as usize + new_size, MIN_ALIGN);

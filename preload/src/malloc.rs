@@ -171,6 +171,7 @@ pub(crate) extern "C" fn malloc_at(size: usize, site: usize) -> *mut c_void {
 /// point passes whatever the program left in that register): it is passed on to the slow path
 /// unread, where a constant cost an instruction, and a dropped argument made the compiler move
 /// `a` out of the third register, where the entry point put it.
+///
 /// A block under a page is served inline; anything else is one jump to
 /// [`malloc_in_aligned`]: in one function the compiler joined the two paths at their common
 /// tail, and the small one then jumped to it.
