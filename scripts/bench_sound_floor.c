@@ -15,14 +15,16 @@
  * It has no block headers: each thread keeps an *object stack* beside its bump area, one word
  * per block (the block's address; bit 0 set once it is freed out of order). Entries are in
  * address order, so the last one is the block at the bump pointer, and a block's size is the
- * distance to the next entry. What it leaves out, and a real allocator must pay for on top:
+ * distance to the next entry. A free out of order searches the stack (cold); built with
+ * -DHDR=16 ("soundhdr" in scripts/bench.sh), each block has a header word that names its entry
+ * instead, and such a free is O(1): the leanest design we know for frees in any order. What it leaves out, and a real allocator must pay for on top:
  * frees from other threads (they are refused here: abort), escaped blocks' reclaim and its
  * memory bound, realloc in place, statistics, process mode, spills past the slice, options,
  * aligned allocation (memalign, posix_memalign and aligned_alloc go to the next allocator) and
  * malloc_usable_size (not exported: on one of its blocks the next allocator's would read a
  * header that is not there). It is a floor for the in-region pair, not an allocator to ship.
  *
- * Build: gcc -O2 -shared -fPIC -o libsoundfloor.so bench_sound_floor.c -ldl */
+ * Build: gcc -O2 -shared -fPIC [-DHDR=16] -o libsoundfloor.so bench_sound_floor.c -ldl */
 #include "bench_next.h" /* first: it defines _GNU_SOURCE */
 #include <stdint.h>
 #include <stdio.h>
@@ -35,6 +37,14 @@
 #define SLICE ((uintptr_t)256 << 20) /* bump area per thread */
 #define STACK (SLICE / 16 * 8 + 64)  /* one word per 16 bytes of bump area, and a sentinel */
 #define SLICES 32
+/* Block headers: 0 (the default), or 16 with -DHDR=16: a word in front of each block names its
+ * object stack entry, so that a free out of order is O(1) (without them it is a binary search
+ * of the stack, cold: the leanest design when nearly every free is LIFO or FIFO, as in the
+ * bumper and lifo workloads; with them, the leanest we know when frees come in any order, as
+ * in mixed). */
+#ifndef HDR
+#define HDR 0
+#endif
 /* SLICES * SLICE bytes of bump areas. Until they are reserved, `space` is the highest range of
  * that size, which no user pointer (and not NULL) falls in, so that `ours` needs no other test. */
 #define UNRESERVED ((char *)(uintptr_t)0 - SLICES * SLICE)
@@ -101,7 +111,7 @@ void resize_region_begin(void) {
         unsigned i = __atomic_fetch_add(&slices_used, 1, __ATOMIC_RELAXED);
         if (space != UNRESERVED && i < SLICES) {
             base = cur = peak = space + i * SLICE;
-            lim = base + SLICE;
+            lim = base + SLICE - HDR; /* so that `n <= lim - cur` leaves room for a header */
             sp_base = sp = (uintptr_t *)(stacks + i * STACK) + 2; /* sp_base[-1] stays 0 */
         }
     }
@@ -119,10 +129,13 @@ int resize_region_end(void) {
 
 /* Under a region: n <= lim - cur, n >= 1 (malloc(0) takes the next allocator). */
 static inline void *bump(size_t n) {
-    char *p = cur;
+    char *p = cur + HDR;
     uintptr_t *s = sp;
     *s = (uintptr_t)p;
     sp = s + 1;
+#if HDR
+    ((uintptr_t **)p)[-1] = s; /* the header: the block's entry */
+#endif
     cur = p + ((n + 15) & ~(size_t)15);
     return p;
 }
@@ -166,7 +179,7 @@ __attribute__((noinline, cold)) static void pop_freed(void) {
     uintptr_t *s = sp;
     while (s[-1] & 1) s--; /* sp_base[-1] is 0: the loop stops there */
     sp = s;
-    cur = (char *)(s[0] & ~(uintptr_t)1);
+    cur = (char *)(s[0] & ~(uintptr_t)1) - HDR;
 }
 
 void free(void *p) {
@@ -174,12 +187,22 @@ void free(void *p) {
         uintptr_t *s = sp;
         if ((uintptr_t)p == s[-1]) { /* the block at the bump pointer, live */
             if (cur > peak) peak = cur;
-            cur = p;
+            cur = (char *)p - HDR;
             sp = s - 1;
             if (s[-2] & 1) pop_freed();
             return;
         }
-        free_below(p);
+#if HDR
+        /* Its header names its entry: a live block of this thread iff the entry is one of
+         * this thread's and names it unmarked (a double free finds it marked). */
+        uintptr_t *e = ((uintptr_t **)p)[-1];
+        if (sp_base && (uintptr_t)e - (uintptr_t)sp_base < (uintptr_t)s - (uintptr_t)sp_base
+            && *e == (uintptr_t)p) {
+            *e = (uintptr_t)p | 1;
+            return;
+        }
+#endif
+        free_below(p); /* refuses, or (no headers) searches the object stack */
         return;
     }
     if (is_boot(p)) return;
