@@ -8,6 +8,12 @@ cargo build --workspace --all-targets
 # The core crate once more with the full arena walk after every operation.
 cargo test -p resizealloc --features check-invariants --tests
 cargo test --workspace
+# libresizealloc.so's tests once more, with the library built with the core crate's
+# check-invariants feature (in its own target directory, so that the two builds do not undo
+# each other): the arena walk after every operation of its Rust paths also checks what the
+# assembly fast paths of malloc and free (preload/src/malloc.rs) left behind.
+CARGO_TARGET_DIR=target/invariants cargo build -p resizealloc-preload --features resizealloc/check-invariants
+RESIZEALLOC_SO="$PWD/target/invariants/debug/libresizealloc.so" cargo test -p resizealloc-preload
 # The Python package (python/; installed into target/py by setup.sh): its pytest suite, with
 # the debug libresizealloc.so built above for the preloaded-mode tests.
 target/py/bin/python -m pytest -q python/tests

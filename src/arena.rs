@@ -321,7 +321,10 @@ impl ArenaStats {
 
 /// A counter that only the owner thread writes and any thread may read.
 /// Load-then-store instead of `fetch_add`: no lock prefix on the hot path, and no data race.
+/// Transparent: `malloc`'s assembly fast path increments `region_allocs` as a plain `u64`
+/// ([`asm_layout`]).
 #[derive(Default)]
+#[repr(transparent)]
 struct OwnerCounter(AtomicU64);
 
 impl OwnerCounter {
@@ -691,6 +694,77 @@ const fn align_up(x: usize, a: usize) -> usize {
     (x + a - 1) & !(a - 1)
 }
 
+/// What the assembly entry points of `malloc` and `free` (preload/src/malloc.rs, x86-64 Linux)
+/// need to run the commonest paths inline: the byte offsets of the owner-only words of
+/// [`Arena`] they read and write (it is `repr(C)`), and the header's layout.
+///
+/// `malloc` does what [`Arena::try_alloc_fast_small`], or [`Arena::try_alloc_fast_aligned`] at a
+/// cache line's alignment, does with [`Arena::bump`]; `free` does what the LIFO branch of
+/// [`Arena::try_free_local_fast`] does with [`Arena::release_top`], when the link's word does not
+/// say "freed". Both serve the owner thread only, and leave every other case to those functions.
+/// A change to any of them must be made there too: the preload tests' `fast_paths` program
+/// checks what the two do, and `scripts/test.sh` runs the preload tests once more with the
+/// arena's invariants checked after every operation of the Rust paths. Why assembly: each taken
+/// branch on the way from `malloc` or `free` into a Rust function cost the Bumper loop about 3 %
+/// (BENCHMARKS.md, eleventh session).
+pub mod asm_layout {
+    use super::{
+        Arena, HEADER, LINE, LINE_ALIGN_FROM, MAX_SLOT, MIN_ALIGN, TAG_BITS, TAG_FREED, TAG_GAP,
+        TAG_LIVE,
+    };
+    use core::mem::{offset_of, size_of};
+
+    /// `Arena::top` (`Cell<usize>`).
+    pub const TOP: usize = offset_of!(Arena, top);
+    /// `Arena::limit` (`Cell<usize>`).
+    pub const LIMIT: usize = offset_of!(Arena, limit);
+    /// `Arena::uncounted` (`Cell<usize>`).
+    pub const UNCOUNTED: usize = offset_of!(Arena, uncounted);
+    /// `Arena::below_top` (`Cell<usize>`).
+    pub const BELOW_TOP: usize = offset_of!(Arena, below_top);
+    /// `Arena::peak_top` (`Cell<usize>`).
+    pub const PEAK_TOP: usize = offset_of!(Arena, peak_top);
+    /// `Arena::region_allocs` (`OwnerCounter`: a `u64`).
+    pub const REGION_ALLOCS: usize = offset_of!(Arena, region_allocs);
+    /// Bytes of header in front of a block: its word (size and tag), then its link.
+    pub const HEADER_BYTES: usize = HEADER;
+    /// Offset of the link in the header.
+    pub const LINK: usize = 8;
+    /// The largest `size - 1` of the small path (1 up to a page less one; 0 wraps past it).
+    pub const SMALL_MAX_MINUS_ONE: usize = LINE_ALIGN_FROM - 2;
+    /// Added to `top + size` before rounding down to 16: the header, and the rounding up of the
+    /// end.
+    pub const END_ROUNDING: usize = HEADER + MIN_ALIGN - 1;
+    /// A block of a page or more starts on a cache line ([`super::block_align`]): its start is
+    /// `(top + LINE_ROUNDING) & !(LINE_BYTES - 1)`.
+    pub const LINE_ROUNDING: usize = HEADER + LINE - 1;
+    /// The cache line.
+    pub const LINE_BYTES: usize = LINE;
+    /// `(size - 1) >> MAX_SLOT_SHIFT != 0`: 0 bytes, or more than an arena can hold (declined;
+    /// and the block's end cannot wrap).
+    pub const MAX_SLOT_SHIFT: u32 = MAX_SLOT.trailing_zeros();
+    /// Added to a block's end before rounding it down to 16.
+    pub const MIN_ALIGN_MINUS_ONE: usize = MIN_ALIGN - 1;
+    /// A live block's header word is `size << TAG_SHIFT | TAG_LIVE_WORD`.
+    pub const TAG_SHIFT: u32 = TAG_BITS;
+    /// The live tag.
+    pub const TAG_LIVE_WORD: usize = TAG_LIVE;
+    /// Alignment padding of `n` bytes in front of a block has the header word
+    /// `n << TAG_SHIFT | TAG_GAP_WORD`.
+    pub const TAG_GAP_WORD: usize = TAG_GAP;
+    /// The freed tag, written as the header's low 16 bits.
+    pub const TAG_FREED_HALF: u16 = TAG_FREED as u16;
+    /// Its low byte alone, which only it has (see `Arena::owner_freed`).
+    pub const TAG_FREED_BYTE: u8 = TAG_FREED as u8;
+
+    const _: () = {
+        // The words the assembly uses with 8-byte operands are 8 bytes.
+        assert!(size_of::<core::cell::Cell<usize>>() == 8 && size_of::<super::OwnerCounter>() == 8);
+        // The small path's end cannot wrap: `top` lies below 2^47 and the size below a page.
+        assert!(SMALL_MAX_MINUS_ONE + 1 + END_ROUNDING < 1 << 16);
+    };
+}
+
 impl Arena {
     /// Bytes at the start of a slot taken by the arena's own metadata.
     pub const fn metadata_bytes(slot_size: usize) -> usize {
@@ -1023,7 +1097,8 @@ impl Arena {
     /// [`Arena::try_alloc_fast`] for a block of `size` bytes, 1 up to a page less one, at the
     /// minimum alignment. Public for `malloc`'s entry point, which calls the two paths itself:
     /// in one function the compiler joins them at their common tail, and the small one then
-    /// jumps to it.
+    /// jumps to it. `malloc`'s assembly entry point (x86-64 Linux) does what this and
+    /// [`Arena::bump`] do itself: see [`asm_layout`].
     ///
     /// # Safety
     /// As [`Arena::alloc`], and `size < LINE_ALIGN_FROM`.
@@ -1083,7 +1158,8 @@ impl Arena {
 
     /// Hands out the block of `size` bytes at `p` (header at `p - HEADER`, at or past `top`):
     /// the bump pointer moves to `new_top`, its end rounded up to 16 bytes, and the block joins
-    /// the uncounted range `[uncounted, top)` just by that.
+    /// the uncounted range `[uncounted, top)` just by that. Mirrored in `malloc`'s assembly entry
+    /// point ([`asm_layout`]).
     ///
     /// # Safety
     /// `[p - HEADER, new_top)` lies in `[top, limit)`, committed and unused;
@@ -1859,7 +1935,9 @@ impl Arena {
     /// The fast path alone: frees a valid, unsampled block and returns true; returns false,
     /// having changed nothing, for anything else, except that a second free of the last block
     /// after another thread freed it aborts (see `POISON_LINK`). Calls nothing but the rare
-    /// bound check.
+    /// bound check. `free`'s assembly entry point (x86-64 Linux) makes the LIFO branch itself,
+    /// for a block whose link does not say "freed" ([`asm_layout`]), and calls
+    /// [`Arena::try_free_local_other`] for other blocks.
     ///
     /// # Safety
     /// Called by the owner thread. `p` is null, a live block of this arena, or any address at
@@ -1880,6 +1958,20 @@ impl Arena {
             self.debug_check();
             return true;
         }
+        // SAFETY: forwarded obligations.
+        unsafe { self.try_free_local_other(p as *mut u8) }
+    }
+
+    /// [`Arena::try_free_local_fast`] after its LIFO test: the paths for a block that is not
+    /// the last uncounted one (for that one too they are right, only longer). Public for
+    /// `free`'s assembly entry point, which makes the LIFO test itself ([`asm_layout`]).
+    ///
+    /// # Safety
+    /// As [`Arena::try_free_local_fast`].
+    #[inline(always)]
+    pub unsafe fn try_free_local_other(&self, p: *mut u8) -> bool {
+        let p = p as usize;
+        let hdr = p.wrapping_sub(HEADER);
         // Not the last block, or counted: the paths below tell (and find sampled blocks and
         // blocks freed already by their tags).
         if self.in_uncounted(hdr) {
@@ -1942,7 +2034,8 @@ impl Arena {
     /// below it that their owner freed already (their links say which: see `below_top`).
     /// Temporaries freed in the order they were made (FIFO) then leave the bump pointer where
     /// the first one began, as a LIFO loop does, so the next ones reuse memory still in the
-    /// cache instead of walking on through the arena until a lap comes round.
+    /// cache instead of walking on through the arena until a lap comes round. `free`'s assembly
+    /// entry point does what this does when the link's word does not say "freed" ([`asm_layout`]).
     ///
     /// # Safety
     /// Owner thread; `hdr` is the header of a block of the current run (`hdr >= run_start`)

@@ -373,7 +373,7 @@ pub(crate) fn load_own() -> *const Arena {
         target_os = "linux",
         not(feature = "tls-thread-local")
     ))]
-    return load_state_word::<8>();
+    return load_state_word::<OWN_OFFSET>();
     #[cfg(not(all(
         target_arch = "x86_64",
         target_os = "linux",
@@ -414,9 +414,13 @@ pub(crate) fn acquire_slab_heap() -> *mut slab::Heap {
     h
 }
 
+/// Byte offset of the thread's own arena (null when it has none) in its state block: what
+/// [`load_own`] reads, and `free`'s assembly entry point (preload/src/malloc.rs) too.
+pub const OWN_OFFSET: usize = 8;
+
 const _: () = assert!(
     core::mem::offset_of!(ThreadState, active) == 0
-        && core::mem::offset_of!(ThreadState, arena) == 8,
+        && core::mem::offset_of!(ThreadState, arena) == OWN_OFFSET,
     "load_active/load_own read these offsets"
 );
 

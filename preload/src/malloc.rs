@@ -83,6 +83,8 @@ with_site! {
 mod entry {
     use core::ffi::c_void;
 
+    use resizealloc::arena::asm_layout;
+
     use super::{malloc_predicted, malloc_slow};
 
     // The assembly `malloc` below reads the core crate's TLS block, which exists only when the core
@@ -96,13 +98,24 @@ mod entry {
     );
 
     /// `malloc(3)`. It loads the thread's `active` value itself (the initial-exec TLS load of
-    /// region.rs) and dispatches on it, with `active` in the third argument register: a thread
-    /// in a region goes to [`malloc_in_arena`]; a thread outside regions whose mode is known
-    /// (`SETTLED`) jumps straight to the next allocator's `malloc` (seven instructions, one
-    /// taken branch; the site stub and `malloc_at`'s own load and tests took ten and three); the
-    /// rest (first use, process mode) go to [`malloc_unsettled`], with the site (the return
-    /// address) in the second. Only that path uses a site: an arena's slow path needs none, so
-    /// the other two do not load it.
+    /// region.rs) and dispatches on it:
+    ///
+    /// * a thread in a region (`active` is its arena) gets its block right here, in assembly:
+    ///   [`Arena::try_alloc_fast_small`] for a block under a page, with no taken branch,
+    ///   [`Arena::try_alloc_fast_aligned`] at a cache line's alignment for a larger one, and
+    ///   `Arena::bump` (the offsets and tags come from [`asm_layout`]). Each taken branch on the
+    ///   way from `malloc` into a Rust function cost the Bumper loop about 3 % (BENCHMARKS.md,
+    ///   eleventh session). A full run, 0 bytes or a size beyond any arena go to
+    ///   [`malloc_slow`] (it reads no site for a thread in a region, so the second argument
+    ///   register holds whatever the program left there);
+    /// * a thread outside regions whose mode is known (`SETTLED`) jumps straight to the next
+    ///   allocator's `malloc` (eight instructions, two taken branches);
+    /// * the rest (first use, process mode) go to [`malloc_unsettled`], with the site (the
+    ///   return address) in the second argument register. Only that path uses a site: an
+    ///   arena's slow path needs none, so the others do not load it.
+    ///
+    /// [`Arena::try_alloc_fast_small`]: resizealloc::arena::Arena::try_alloc_fast_small
+    /// [`Arena::try_alloc_fast_aligned`]: resizealloc::arena::Arena::try_alloc_fast_aligned
     ///
     /// # Safety
     /// As the C function.
@@ -110,10 +123,73 @@ mod entry {
     #[no_mangle]
     pub unsafe extern "C" fn malloc(size: usize) -> *mut c_void {
         core::arch::naked_asm!(
+            ".p2align 6",
             "mov rax, qword ptr [rip + resizealloc_thread_state@GOTTPOFF]",
             "mov rdx, qword ptr fs:[rax]",
             "cmp rdx, {predict}",
-            "ja {in_arena}",
+            "jbe 3f",
+            // In a region; rdx = the arena. `size - 1` above the small path's: 0 bytes, or a
+            // page or more (below, at label 4).
+            "lea rax, [rdi - 1]",
+            "cmp rax, {small_max}",
+            "ja 4f",
+            // rcx = top (the header goes there), r8 = the new top: the block's end rounded up to
+            // 16 (`limit` is 16-byte aligned, so testing it is testing the end).
+            "mov rcx, qword ptr [rdx + {top}]",
+            "lea r8, [rdi + rcx + {end_rounding}]",
+            "and r8, -16",
+            "cmp r8, qword ptr [rdx + {limit}]",
+            "ja {slow}",
+            // `bump`: the block, the new top, the header word (size and live tag), the link
+            // (the old `below_top`), `below_top` = this header, and the region's count.
+            "lea rax, [rcx + {header}]",
+            "mov qword ptr [rdx + {top}], r8",
+            "shl rdi, {tag_shift}",
+            "or rdi, {tag_live}",
+            "mov qword ptr [rcx], rdi",
+            "mov rsi, qword ptr [rdx + {below_top}]",
+            "mov qword ptr [rcx + {link}], rsi",
+            "mov qword ptr [rdx + {below_top}], rcx",
+            "inc qword ptr [rdx + {region_allocs}]",
+            "ret",
+            // A page or more: `try_alloc_fast_aligned` at a cache line's alignment. 0 bytes, or
+            // more than an arena holds (`size - 1` has a bit at or above `MAX_SLOT`'s): the slow
+            // path.
+            "4:",
+            "shr rax, {max_slot_shift}",
+            "jnz {slow}",
+            // rcx = top, rax = the block (the first cache line with room for the header in
+            // front), r8 = the new top.
+            "mov rcx, qword ptr [rdx + {top}]",
+            "lea rax, [rcx + {line_rounding}]",
+            "and rax, -{line}",
+            "lea r8, [rdi + rax + {min_align_minus_one}]",
+            "and r8, -16",
+            "cmp r8, qword ptr [rdx + {limit}]",
+            "ja {slow}",
+            // rsi = the header; padding in front of it gets a gap header (label 6).
+            "lea rsi, [rax - {header}]",
+            "cmp rsi, rcx",
+            "jne 6f",
+            "5:",
+            "mov qword ptr [rdx + {top}], r8",
+            "shl rdi, {tag_shift}",
+            "or rdi, {tag_live}",
+            "mov qword ptr [rsi], rdi",
+            "mov rcx, qword ptr [rdx + {below_top}]",
+            "mov qword ptr [rsi + {link}], rcx",
+            "mov qword ptr [rdx + {below_top}], rsi",
+            "inc qword ptr [rdx + {region_allocs}]",
+            "ret",
+            // `[top, header)`: a gap header, so that a walk of the uncounted range steps over it.
+            "6:",
+            "mov r9, rsi",
+            "sub r9, rcx",
+            "shl r9, {tag_shift}",
+            "or r9, {tag_gap}",
+            "mov qword ptr [rcx], r9",
+            "jmp 5b",
+            "3:",
             "cmp rdx, {settled}",
             "jne 2f",
             // `real::MALLOC` always holds a callable `malloc` (the next object's, or the resolver).
@@ -123,21 +199,25 @@ mod entry {
             "jmp {unsettled}",
             predict = const resizealloc::region::PREDICT_BITS,
             settled = const resizealloc::region::SETTLED_BITS,
-            in_arena = sym malloc_in_arena,
+            small_max = const asm_layout::SMALL_MAX_MINUS_ONE,
+            top = const asm_layout::TOP,
+            limit = const asm_layout::LIMIT,
+            below_top = const asm_layout::BELOW_TOP,
+            region_allocs = const asm_layout::REGION_ALLOCS,
+            end_rounding = const asm_layout::END_ROUNDING,
+            header = const asm_layout::HEADER_BYTES,
+            link = const asm_layout::LINK,
+            tag_shift = const asm_layout::TAG_SHIFT,
+            tag_live = const asm_layout::TAG_LIVE_WORD,
+            tag_gap = const asm_layout::TAG_GAP_WORD,
+            max_slot_shift = const asm_layout::MAX_SLOT_SHIFT,
+            line_rounding = const asm_layout::LINE_ROUNDING,
+            line = const asm_layout::LINE_BYTES,
+            min_align_minus_one = const asm_layout::MIN_ALIGN_MINUS_ONE,
+            slow = sym malloc_slow,
             unsettled = sym malloc_unsettled,
             next = sym crate::real::MALLOC,
         )
-    }
-
-    /// `malloc` inside a region: `active` is the thread's own active arena (the entry point tested
-    /// `region::is_arena`). `unread` is whatever the program left in the second argument
-    /// register: [`super::malloc_in`] passes it on unread.
-    extern "C" fn malloc_in_arena(
-        size: usize,
-        unread: usize,
-        active: *const resizealloc::arena::Arena,
-    ) -> *mut c_void {
-        super::malloc_in(size, unread, active)
     }
 
     /// `malloc` outside regions for a thread that is not `SETTLED`: not routed yet (`active` null),
@@ -189,9 +269,13 @@ fn malloc_in(size: usize, site: usize, a: *const resizealloc::arena::Arena) -> *
 }
 
 /// [`malloc_in`] for a block of a page or more, or of 0 bytes (declined, then served by the
-/// slow path).
+/// slow path). `extern "C"`, as [`malloc_slow`]: `malloc`'s assembly entry point jumps to both.
 #[inline(never)]
-fn malloc_in_aligned(size: usize, site: usize, a: *const resizealloc::arena::Arena) -> *mut c_void {
+extern "C" fn malloc_in_aligned(
+    size: usize,
+    site: usize,
+    a: *const resizealloc::arena::Arena,
+) -> *mut c_void {
     // A page or more starts on a cache line (`block_align`): asking for that alignment says so
     // as a constant, where `MIN_ALIGN` would leave the compiler to pick it by size.
     // SAFETY: the thread's own active arena; LINE is a power of two; a size of 0 is declined.
@@ -206,7 +290,7 @@ fn malloc_in_aligned(size: usize, site: usize, a: *const resizealloc::arena::Are
 /// thread has no active arena (`router::alloc_slow_at`); with one it may be anything.
 #[cold]
 #[inline(never)]
-fn malloc_slow(size: usize, site: usize) -> *mut c_void {
+extern "C" fn malloc_slow(size: usize, site: usize) -> *mut c_void {
     let p = router::alloc_slow_at(size.max(1), MIN_ALIGN, site);
     if !p.is_null() {
         return p as *mut c_void;
@@ -285,24 +369,75 @@ fn malloc_predicted_general(size: usize, site: usize) -> *mut c_void {
     malloc_routed_away(size)
 }
 
-/// `free(3)`: the range check and the watch test in assembly, so that a pointer of the next
-/// allocator (outside regions nearly all of them) costs eight instructions and one taken
-/// branch before the next allocator's `free` (the compiled version took thirteen and three).
-/// Arena blocks go to [`free_arena_block`], watched foreign pointers to
-/// [`free_foreign_watched`].
+/// `free(3)`, in assembly:
+///
+/// * a pointer of the next allocator (outside regions nearly all of them): the range check and
+///   the watch test, then the next allocator's `free` (nine instructions, two taken branches);
+/// * the owner's free of the last block it handed out (LIFO), not counted yet and with nothing
+///   freed below it: right here, with no taken branch (the LIFO branch of
+///   [`Arena::try_free_local_fast`] and `Arena::release_top`, with the offsets and tags of
+///   [`asm_layout`]). Why: each taken branch on the way into a Rust function cost the Bumper
+///   loop about 3 % (BENCHMARKS.md, eleventh session);
+/// * every other arena block goes to [`free_arena_block`], watched foreign pointers to
+///   [`free_foreign_watched`].
+///
+/// The LIFO path tests the link's word before it changes anything: when the block below was
+/// freed by its owner already (the release goes on down) or the link is `POISON_LINK` (another
+/// thread freed this block: a double free), it leaves the whole free to `free_arena_block`.
 ///
 /// The reservation's length is loaded before its base, as `reservation::owns` does (it is
 /// published last; x86 keeps loads in program order).
-#[cfg(target_arch = "x86_64")]
+///
+/// [`Arena::try_free_local_fast`]: resizealloc::arena::Arena::try_free_local_fast
+#[cfg(all(
+    target_arch = "x86_64",
+    target_os = "linux",
+    not(feature = "tls-thread-local")
+))]
 #[unsafe(naked)]
 #[no_mangle]
 pub extern "C" fn free(p: *mut c_void) {
+    use resizealloc::arena::asm_layout;
     core::arch::naked_asm!(
+        ".p2align 6",
         "mov rax, qword ptr [rip + {len}]",
         "mov rcx, rdi",
         "sub rcx, qword ptr [rip + {base}]",
         "cmp rcx, rax",
-        "jb {arena_block}",
+        "jae 3f",
+        // An arena block. rsi = the thread's own arena (`region::load_own`), or null.
+        "mov rax, qword ptr [rip + resizealloc_thread_state@GOTTPOFF]",
+        "mov rsi, qword ptr fs:[rax + {own}]",
+        "test rsi, rsi",
+        "jz {arena_block}",
+        // `is_last_uncounted`: the header (rax) is `below_top`, and not below `uncounted`.
+        // Any other block of ours: the rest of the fast path, with the arena in rsi.
+        "lea rax, [rdi - {header}]",
+        "cmp rax, qword ptr [rsi + {below_top}]",
+        "jne {other}",
+        "cmp rax, qword ptr [rsi + {uncounted}]",
+        "jb {other}",
+        // rcx = the link; its word's low byte says whether the release would go on down (or
+        // that another thread freed this block). Then the whole free is the general path's: it
+        // releases down the links (`release_top`), where the rest of the fast path would only
+        // release a block that ends at `top` (not one with a gap header between).
+        "mov rcx, qword ptr [rax + {link}]",
+        "cmp byte ptr [rcx], {freed_byte}",
+        "je {arena_block}",
+        // The tag says freed (double frees), the peak is noted, the bump pointer goes back to
+        // the header and `below_top` to the link.
+        "mov word ptr [rax], {freed_half}",
+        "mov rdx, qword ptr [rsi + {top}]",
+        "cmp rdx, qword ptr [rsi + {peak_top}]",
+        "ja 5f",
+        "2:",
+        "mov qword ptr [rsi + {top}], rax",
+        "mov qword ptr [rsi + {below_top}], rcx",
+        "ret",
+        "5:",
+        "mov qword ptr [rsi + {peak_top}], rdx",
+        "jmp 2b",
+        "3:",
         "cmp byte ptr [rip + {watch}], 0",
         "jne {watched}",
         // `real::FREE` always holds a callable `free` (the next object's, or the resolver); no
@@ -311,15 +446,50 @@ pub extern "C" fn free(p: *mut c_void) {
         len = sym resizealloc::reservation::LEN,
         base = sym resizealloc::reservation::BASE,
         watch = sym resizealloc::region::FOREIGN_WATCH,
+        own = const resizealloc::region::OWN_OFFSET,
+        header = const asm_layout::HEADER_BYTES,
+        link = const asm_layout::LINK,
+        top = const asm_layout::TOP,
+        uncounted = const asm_layout::UNCOUNTED,
+        below_top = const asm_layout::BELOW_TOP,
+        peak_top = const asm_layout::PEAK_TOP,
+        freed_byte = const asm_layout::TAG_FREED_BYTE,
+        freed_half = const asm_layout::TAG_FREED_HALF,
         arena_block = sym free_arena_block,
+        other = sym free_arena_block_other,
         watched = sym free_foreign_watched,
         next = sym real::FREE,
     )
 }
 
+/// `free` of a block of the calling thread's own arena `own` (not null) that the assembly
+/// entry point did not free inline: [`Arena::try_free_local_other`], else the slow path.
+///
+/// [`Arena::try_free_local_other`]: resizealloc::arena::Arena::try_free_local_other
+#[cfg(all(
+    target_arch = "x86_64",
+    target_os = "linux",
+    not(feature = "tls-thread-local")
+))]
+extern "C" fn free_arena_block_other(p: *mut c_void, own: *const resizealloc::arena::Arena) {
+    // SAFETY: `own` is this thread's own arena, alive while it runs (the entry point read it
+    // from the thread's state and tested it for null); `p` lies in the reservation, so it is an
+    // arena block (or the program's bug, which the fast path's checks send to the slow path).
+    if !unsafe { (*own).try_free_local_other(p as *mut u8) } {
+        free_slow(p);
+    }
+}
+
 /// `free` of a pointer in the arena reservation: the owner's blocks inline, the rest one cold
 /// call.
-#[cfg_attr(not(target_arch = "x86_64"), inline(always))]
+#[cfg_attr(
+    not(all(
+        target_arch = "x86_64",
+        target_os = "linux",
+        not(feature = "tls-thread-local")
+    )),
+    inline(always)
+)]
 extern "C" fn free_arena_block(p: *mut c_void) {
     // SAFETY: `p` is in the reservation, so it is an arena block (or the program's bug).
     if !unsafe { router::free_fast(p as *mut u8) } {
@@ -329,7 +499,11 @@ extern "C" fn free_arena_block(p: *mut c_void) {
 
 /// `free(3)`. The owner thread's single-granule blocks are freed inline; everything else is
 /// one cold call.
-#[cfg(not(target_arch = "x86_64"))]
+#[cfg(not(all(
+    target_arch = "x86_64",
+    target_os = "linux",
+    not(feature = "tls-thread-local")
+)))]
 #[no_mangle]
 pub extern "C" fn free(p: *mut c_void) {
     // Foreign pointers first: outside regions they are nearly all of them, and one range check

@@ -20,6 +20,15 @@ fn every_export_and_edge_case() {
     assert_ok(&out, "api.c");
 }
 
+/// The inline paths of `malloc` and `free` (x86-64 Linux: assembly) against what the arena's
+/// Rust paths do; `scripts/test.sh` also runs it with the library built with the core crate's
+/// `check-invariants` feature (`$RESIZEALLOC_SO`).
+#[test]
+fn inline_malloc_and_free_paths() {
+    let out = preloaded(Command::new(compile("fast_paths")), &[]);
+    assert_ok(&out, "fast_paths.c");
+}
+
 #[test]
 fn two_threads_cross_thread_frees_and_thread_exit() {
     let out = preloaded(Command::new(compile("threads")), &[]);

@@ -58,8 +58,13 @@ pub fn compile_as(name: &str, out: &str, link_library: bool) -> PathBuf {
         .arg(&exe);
     if link_library {
         let dir = library().parent().unwrap().to_path_buf();
+        // An old-style rpath (DT_RPATH): it comes before `LD_LIBRARY_PATH`, which `cargo test`
+        // points at `target/<profile>`, so that a program links to the library under test when
+        // that is `$RESIZEALLOC_SO` (with a DT_RUNPATH it got cargo's too: two copies, each
+        // with its own state).
         cc.arg(format!("-L{}", dir.display()))
             .arg(format!("-Wl,-rpath,{}", dir.display()))
+            .arg("-Wl,--disable-new-dtags")
             .arg("-lresizealloc");
     }
     let status = cc.arg("-ldl").status().expect("cc");
