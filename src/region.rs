@@ -38,6 +38,18 @@ pub struct ThreadState {
     active: Cell<*const Arena>,
     /// Offset 8 (read directly by `load_own`).
     arena: Cell<*const Arena>,
+    /// Offset 16 ([`FREE_ARENA_OFFSET`]): `arena`, or [`NO_ARENA`] when that is null. Never
+    /// null, so that `free`'s assembly entry point (preload/src/malloc.rs) reads its words
+    /// without a null test first. Invariant: set with `arena`, by `set_arena`.
+    #[cfg_attr(
+        not(all(
+            target_arch = "x86_64",
+            target_os = "linux",
+            not(feature = "tls-thread-local")
+        )),
+        allow(dead_code)
+    )]
+    free_arena: Cell<*const Arena>,
     depth: Cell<u32>,
     flags: Cell<u8>,
     /// Process mode: frees to the next allocator left before the next sampled one.
@@ -62,6 +74,7 @@ impl ThreadState {
         ThreadState {
             active: Cell::new(ptr::null()),
             arena: Cell::new(ptr::null()),
+            free_arena: Cell::new(no_arena()),
             depth: Cell::new(0),
             flags: Cell::new(0),
             next_frees_left: Cell::new(0),
@@ -69,6 +82,37 @@ impl ThreadState {
             heap: Cell::new(ptr::null_mut()),
         }
     }
+}
+
+impl ThreadState {
+    /// Sets the thread's own arena (or none: null), and `free_arena` with it.
+    fn set_arena(&self, arena: *const Arena) {
+        self.arena.set(arena);
+        self.free_arena
+            .set(if arena.is_null() { no_arena() } else { arena });
+    }
+}
+
+/// What `free_arena` names for a thread with no arena: 128 bytes, every word 1. The words at
+/// the offsets `free`'s entry point reads (`asm_layout::BELOW_TOP` and `UNCOUNTED`) are then 1,
+/// the address of no block header (they lie in the arena reservation), so its LIFO test fails
+/// and the free goes on to `free_arena_block_other`, which sees this address and takes the
+/// slow path.
+#[repr(C, align(64))]
+pub struct NoArena([usize; 16]);
+
+/// See [`NoArena`].
+pub static NO_ARENA: NoArena = NoArena([1; 16]);
+
+const _: () = assert!(
+    crate::arena::asm_layout::BELOW_TOP < core::mem::size_of::<NoArena>()
+        && crate::arena::asm_layout::UNCOUNTED < core::mem::size_of::<NoArena>(),
+    "NO_ARENA must cover the words free's entry point reads"
+);
+
+/// [`NO_ARENA`] as an arena pointer: compared, never dereferenced as an `Arena`.
+pub const fn no_arena() -> *const Arena {
+    &NO_ARENA as *const NoArena as *const Arena
 }
 
 #[cfg(not(all(
@@ -96,23 +140,28 @@ pub fn state() -> &'static ThreadState {
 
 // On x86-64 Linux the state lives in a static TLS block of our own, reached with the
 // initial-exec model: two instructions, no `__tls_get_addr` call even inside a shared library
-// (stable Rust cannot ask for that model), and no allocation on first touch. Zero bytes are a
-// valid `ThreadState::new()` (null pointers, depth 0, no flags).
+// (stable Rust cannot ask for that model), and no allocation on first touch. Its initial image
+// is `ThreadState::new()`: zero bytes (null pointers, depth 0, no flags) but for `free_arena`,
+// which names `NO_ARENA` (the dynamic linker relocates the image before any thread copies it).
 #[cfg(all(
     target_arch = "x86_64",
     target_os = "linux",
     not(feature = "tls-thread-local")
 ))]
 core::arch::global_asm!(
-    ".pushsection .tbss,\"awT\",@nobits",
+    ".pushsection .tdata,\"awT\",@progbits",
     ".p2align 6",
     ".globl resizealloc_thread_state",
     ".hidden resizealloc_thread_state",
     ".type resizealloc_thread_state,@object",
     ".size resizealloc_thread_state,64",
     "resizealloc_thread_state:",
-    ".zero 64",
+    ".zero {free_arena}",
+    ".quad {no_arena}",
+    ".zero 64 - {free_arena} - 8",
     ".popsection",
+    free_arena = const FREE_ARENA_OFFSET,
+    no_arena = sym NO_ARENA,
 );
 
 #[cfg(all(
@@ -135,8 +184,9 @@ const _: () = assert!(
 pub fn state() -> &'static ThreadState {
     let p: usize;
     // SAFETY: reads the thread pointer and the GOT's TLS offset of our own TLS symbol; no
-    // memory is written. The result is this thread's 64-byte, 64-aligned block, zero at thread
-    // start, which is a valid ThreadState that only this thread touches (ThreadState is !Sync).
+    // memory is written. The result is this thread's 64-byte, 64-aligned block, a copy of
+    // `ThreadState::new()` at thread start (the block's image), which only this thread touches
+    // (ThreadState is !Sync).
     unsafe {
         core::arch::asm!(
             "mov {p}, qword ptr [rip + resizealloc_thread_state@GOTTPOFF]",
@@ -415,13 +465,17 @@ pub(crate) fn acquire_slab_heap() -> *mut slab::Heap {
 }
 
 /// Byte offset of the thread's own arena (null when it has none) in its state block: what
-/// [`load_own`] reads, and `free`'s assembly entry point (preload/src/malloc.rs) too.
+/// [`load_own`] reads.
 pub const OWN_OFFSET: usize = 8;
+/// Byte offset of `free_arena` (the own arena, or [`NO_ARENA`]; never null) in the thread's
+/// state block: what `free`'s assembly entry point (preload/src/malloc.rs) reads.
+pub const FREE_ARENA_OFFSET: usize = 16;
 
 const _: () = assert!(
     core::mem::offset_of!(ThreadState, active) == 0
-        && core::mem::offset_of!(ThreadState, arena) == OWN_OFFSET,
-    "load_active/load_own read these offsets"
+        && core::mem::offset_of!(ThreadState, arena) == OWN_OFFSET
+        && core::mem::offset_of!(ThreadState, free_arena) == FREE_ARENA_OFFSET,
+    "load_active/load_own, the TLS block's image and free's entry point read these offsets"
 );
 
 /// Reads the pointer at byte `OFFSET` of this thread's state block with one fs-relative load.
@@ -490,7 +544,7 @@ fn ensure_arena(ts: &ThreadState) -> *const Arena {
     let mut flags = ts.flags.get() & !BUSY;
     match got {
         Some(arena) => {
-            ts.arena.set(arena);
+            ts.set_arena(arena);
             exit_hook::arm(arena);
         }
         None => flags |= DENIED,
@@ -550,7 +604,7 @@ mod exit_hook {
         // Null the slot first: glibc may still call free() after this (freeres), and those
         // frees must take the remote path.
         ts.active.set(core::ptr::null());
-        ts.arena.set(core::ptr::null());
+        ts.set_arena(core::ptr::null());
         ts.depth.set(0);
         ts.flags.set(ts.flags.get() | DEAD);
         let heap = ts.heap.replace(core::ptr::null_mut());

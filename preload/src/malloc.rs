@@ -405,13 +405,12 @@ pub extern "C" fn free(p: *mut c_void) {
         "sub rcx, qword ptr [rip + {base}]",
         "cmp rcx, rax",
         "jae 3f",
-        // An arena block. rsi = the thread's own arena (`region::load_own`), or null.
+        // An arena block. rsi = the thread's own arena, or `region::NO_ARENA` (never null).
         "mov rax, qword ptr [rip + resizealloc_thread_state@GOTTPOFF]",
-        "mov rsi, qword ptr fs:[rax + {own}]",
-        "test rsi, rsi",
-        "jz {arena_block}",
+        "mov rsi, qword ptr fs:[rax + {free_arena}]",
         // `is_last_uncounted`: the header (rax) is `below_top`, and not below `uncounted`.
-        // Any other block of ours: the rest of the fast path, with the arena in rsi.
+        // Any other block (and any block when rsi is `NO_ARENA`, whose `below_top` is 1): the
+        // rest of the fast path, with the arena in rsi.
         "lea rax, [rdi - {header}]",
         "cmp rax, qword ptr [rsi + {below_top}]",
         "jne {other}",
@@ -446,7 +445,7 @@ pub extern "C" fn free(p: *mut c_void) {
         len = sym resizealloc::reservation::LEN,
         base = sym resizealloc::reservation::BASE,
         watch = sym resizealloc::region::FOREIGN_WATCH,
-        own = const resizealloc::region::OWN_OFFSET,
+        free_arena = const resizealloc::region::FREE_ARENA_OFFSET,
         header = const asm_layout::HEADER_BYTES,
         link = const asm_layout::LINK,
         top = const asm_layout::TOP,
@@ -462,8 +461,9 @@ pub extern "C" fn free(p: *mut c_void) {
     )
 }
 
-/// `free` of a block of the calling thread's own arena `own` (not null) that the assembly
-/// entry point did not free inline: [`Arena::try_free_local_other`], else the slow path.
+/// `free` of an arena block that the assembly entry point did not free inline: `own` is the
+/// thread's own arena ([`Arena::try_free_local_other`], else the slow path), or
+/// `region::NO_ARENA` when it has none (the slow path: another thread's block).
 ///
 /// [`Arena::try_free_local_other`]: resizealloc::arena::Arena::try_free_local_other
 #[cfg(all(
@@ -472,9 +472,12 @@ pub extern "C" fn free(p: *mut c_void) {
     not(feature = "tls-thread-local")
 ))]
 extern "C" fn free_arena_block_other(p: *mut c_void, own: *const resizealloc::arena::Arena) {
+    if ptr::eq(own, resizealloc::region::no_arena()) {
+        return free_slow(p);
+    }
     // SAFETY: `own` is this thread's own arena, alive while it runs (the entry point read it
-    // from the thread's state and tested it for null); `p` lies in the reservation, so it is an
-    // arena block (or the program's bug, which the fast path's checks send to the slow path).
+    // from the thread's state); `p` lies in the reservation, so it is an arena block (or the
+    // program's bug, which the fast path's checks send to the slow path).
     if !unsafe { (*own).try_free_local_other(p as *mut u8) } {
         free_slow(p);
     }

@@ -3,11 +3,13 @@
  * outside. A bump in a region, LIFO and FIFO frees that take the bump pointer back, the peak a
  * LIFO free notes, the region's allocation count, the sizes at the small path's edges, and the
  * cases the inline free leaves to the general path (a release that goes on down over freed
- * blocks, across the gap header in front of a line-aligned block).
+ * blocks, across the gap header in front of a line-aligned block; a free by a thread that has
+ * no arena).
  * Runs under LD_PRELOAD=libresizealloc.so (also the one built with the core crate's
  * check-invariants feature, which walks the arena after every operation of the Rust paths);
  * prints "ok <check>" lines and "all ok", or "FAIL" lines and exits 1. */
 #define _GNU_SOURCE
+#include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -17,6 +19,15 @@
 static int failures;
 #define CHECK(cond, ...) do { if (cond) { printf("ok "); printf(__VA_ARGS__); printf("\n"); } \
     else { printf("FAIL line %d: ", __LINE__); printf(__VA_ARGS__); printf("\n"); failures++; } } while (0)
+
+static void *remote_blocks[2];
+
+static void *free_remote_blocks(void *arg) {
+    (void)arg;
+    free(remote_blocks[1]);
+    free(remote_blocks[0]);
+    return NULL;
+}
 
 static struct resize_thread_stats thread_stats(void) {
     struct resize_stats s;
@@ -167,7 +178,22 @@ int main(void) {
     CHECK(came_back >= 25, "shuffled frees: the memory came back before the end in %d of 50",
           came_back);
 
-    /* 8. Random work: blocks of every path (0 bytes, small, large) freed LIFO, FIFO or at
+    /* 8. A thread that never had an arena frees this thread's blocks, the last one first: its
+     * free finds no arena of its own (NO_ARENA) and takes the remote path. */
+    resize_region_begin();
+    remote_blocks[0] = malloc(300);
+    remote_blocks[1] = malloc(5000);
+    memset(remote_blocks[0], 11, 300);
+    memset(remote_blocks[1], 12, 5000);
+    pthread_t t;
+    CHECK(pthread_create(&t, NULL, free_remote_blocks, NULL) == 0 && pthread_join(t, NULL) == 0,
+          "another thread freed the region's last two blocks");
+    char *after = malloc(64);
+    memset(after, 13, 64);
+    free(after);
+    CHECK(resize_region_end() == 0, "the region ends after the remote frees");
+
+    /* 9. Random work: blocks of every path (0 bytes, small, large) freed LIFO, FIFO or at
      * random, some reallocated, some kept across the end of their region (escapes) and freed in
      * a later one; every block's bytes are checked before it goes. */
     enum { LIVE = 96 };
