@@ -699,8 +699,8 @@ const fn align_up(x: usize, a: usize) -> usize {
 /// [`Arena`] they read and write (it is `repr(C)`), and the header's layout.
 ///
 /// `malloc` does what [`Arena::try_alloc_fast_small`], or [`Arena::try_alloc_fast_aligned`] at a
-/// cache line's alignment, does with [`Arena::bump`]; `free` does what the LIFO branch of
-/// [`Arena::try_free_local_fast`] does with [`Arena::release_top`], when the link's word does not
+/// cache line's alignment, does with `Arena::bump`; `free` does what the LIFO branch of
+/// [`Arena::try_free_local_fast`] does with `Arena::release_top`, when the link's word does not
 /// say "freed". Both serve the owner thread only, and leave every other case to those functions.
 /// A change to any of them must be made there too: the preload tests' `fast_paths` program
 /// checks what the two do, and `scripts/test.sh` runs the preload tests once more with the
