@@ -689,6 +689,14 @@ fn whole_pages(start: usize, end: usize) -> (usize, usize) {
     (align_up(start, os::PAGE), end & !(os::PAGE - 1))
 }
 
+/// What a request of `size` bytes moves the allocation clock by: the block and its header, a
+/// size no arena can hold counted as the largest one can (`malloc(SIZE_MAX)` in process mode
+/// overflowed the sum: a panic in debug builds).
+#[inline(always)]
+fn clock_bytes(size: usize) -> u64 {
+    (size.min(MAX_SLOT) + HEADER) as u64
+}
+
 #[inline(always)]
 const fn align_up(x: usize, a: usize) -> usize {
     (x + a - 1) & !(a - 1)
@@ -743,7 +751,9 @@ pub mod asm_layout {
     /// `(size - 1) >> MAX_SLOT_SHIFT != 0`: 0 bytes, or more than an arena can hold (declined;
     /// and the block's end cannot wrap).
     pub const MAX_SLOT_SHIFT: u32 = MAX_SLOT.trailing_zeros();
-    /// Added to a block's end before rounding it down to 16.
+    /// Every block's end is rounded up to this (`top` stays aligned to it).
+    pub const MIN_ALIGN_BYTES: usize = MIN_ALIGN;
+    /// Added to a block's end before rounding it down to `MIN_ALIGN_BYTES`.
     pub const MIN_ALIGN_MINUS_ONE: usize = MIN_ALIGN - 1;
     /// A live block's header word is `size << TAG_SHIFT | TAG_LIVE_WORD`.
     pub const TAG_SHIFT: u32 = TAG_BITS;
@@ -760,8 +770,13 @@ pub mod asm_layout {
     const _: () = {
         // The words the assembly uses with 8-byte operands are 8 bytes.
         assert!(size_of::<core::cell::Cell<usize>>() == 8 && size_of::<super::OwnerCounter>() == 8);
-        // The small path's end cannot wrap: `top` lies below 2^47 and the size below a page.
-        assert!(SMALL_MAX_MINUS_ONE + 1 + END_ROUNDING < 1 << 16);
+        // A header is two words, the size-and-tag word and the link: `bump` writes them so.
+        assert!(HEADER == 2 * size_of::<usize>() && LINK == size_of::<usize>());
+        // The assembly's paths: below a page at `MIN_ALIGN`, from a page on at a cache line.
+        assert!(super::block_align(LINE_ALIGN_FROM - 1, MIN_ALIGN) == MIN_ALIGN);
+        assert!(super::block_align(LINE_ALIGN_FROM, MIN_ALIGN) == LINE);
+        // `-MIN_ALIGN_BYTES` and `-LINE_BYTES` as masks.
+        assert!(MIN_ALIGN.is_power_of_two() && LINE.is_power_of_two());
     };
 }
 
@@ -3256,7 +3271,7 @@ impl Arena {
             // of them between a block's birth and death say nothing about what it pins.
             return Predicted::Small;
         }
-        let clock = self.alloc_clock.get() + (size + HEADER) as u64;
+        let clock = self.alloc_clock.get() + clock_bytes(size);
         if clock >= self.next_sweep.get() {
             return Predicted::General;
         }
@@ -3308,7 +3323,7 @@ impl Arena {
         let key = lifetime::key(site, size);
         // The clock counts every request of a size the arena may serve, wherever the predictor
         // sends it: ages are in bytes the program allocated, not bytes the arena served.
-        self.alloc_clock.add((size + HEADER) as u64);
+        self.alloc_clock.add(clock_bytes(size));
         if self.alloc_clock.get() >= self.next_sweep.get() {
             // Here, not only when sampling: a closed arena samples nothing, and its survivors
             // are exactly the evidence it needs.

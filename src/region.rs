@@ -62,6 +62,8 @@ pub struct ThreadState {
 }
 
 impl ThreadState {
+    /// The TLS block's image (`resizealloc_thread_state` below, x86-64 Linux) is this value
+    /// written out by hand: zero bytes but for `free_arena`. A change here must be made there.
     #[cfg_attr(
         all(
             target_arch = "x86_64",

@@ -109,7 +109,7 @@ mod entry {
     ///   [`malloc_slow`] (it reads no site for a thread in a region, so the second argument
     ///   register holds whatever the program left there);
     /// * a thread outside regions whose mode is known (`SETTLED`) jumps straight to the next
-    ///   allocator's `malloc` (eight instructions, two taken branches);
+    ///   allocator's `malloc` (seven instructions, two taken branches);
     /// * the rest (first use, process mode) go to [`malloc_unsettled`], with the site (the
     ///   return address) in the second argument register. Only that path uses a site: an
     ///   arena's slow path needs none, so the others do not load it.
@@ -137,7 +137,7 @@ mod entry {
             // 16 (`limit` is 16-byte aligned, so testing it is testing the end).
             "mov rcx, qword ptr [rdx + {top}]",
             "lea r8, [rdi + rcx + {end_rounding}]",
-            "and r8, -16",
+            "and r8, -{min_align}",
             "cmp r8, qword ptr [rdx + {limit}]",
             "ja {slow}",
             // `bump`: the block, the new top, the header word (size and live tag), the link
@@ -164,7 +164,7 @@ mod entry {
             "lea rax, [rcx + {line_rounding}]",
             "and rax, -{line}",
             "lea r8, [rdi + rax + {min_align_minus_one}]",
-            "and r8, -16",
+            "and r8, -{min_align}",
             "cmp r8, qword ptr [rdx + {limit}]",
             "ja {slow}",
             // rsi = the header; padding in front of it gets a gap header (label 6).
@@ -214,6 +214,7 @@ mod entry {
             line_rounding = const asm_layout::LINE_ROUNDING,
             line = const asm_layout::LINE_BYTES,
             min_align_minus_one = const asm_layout::MIN_ALIGN_MINUS_ONE,
+            min_align = const asm_layout::MIN_ALIGN_BYTES,
             slow = sym malloc_slow,
             unsettled = sym malloc_unsettled,
             next = sym crate::real::MALLOC,
@@ -269,13 +270,9 @@ fn malloc_in(size: usize, site: usize, a: *const resizealloc::arena::Arena) -> *
 }
 
 /// [`malloc_in`] for a block of a page or more, or of 0 bytes (declined, then served by the
-/// slow path). `extern "C"`, as [`malloc_slow`]: `malloc`'s assembly entry point jumps to both.
+/// slow path).
 #[inline(never)]
-extern "C" fn malloc_in_aligned(
-    size: usize,
-    site: usize,
-    a: *const resizealloc::arena::Arena,
-) -> *mut c_void {
+fn malloc_in_aligned(size: usize, site: usize, a: *const resizealloc::arena::Arena) -> *mut c_void {
     // A page or more starts on a cache line (`block_align`): asking for that alignment says so
     // as a constant, where `MIN_ALIGN` would leave the compiler to pick it by size.
     // SAFETY: the thread's own active arena; LINE is a power of two; a size of 0 is declined.
@@ -288,6 +285,7 @@ extern "C" fn malloc_in_aligned(
 
 /// `malloc` past the fast paths. `site` is the program's return address, read only when the
 /// thread has no active arena (`router::alloc_slow_at`); with one it may be anything.
+/// `extern "C"`: `malloc`'s assembly entry point jumps to it.
 #[cold]
 #[inline(never)]
 extern "C" fn malloc_slow(size: usize, site: usize) -> *mut c_void {
@@ -372,7 +370,7 @@ fn malloc_predicted_general(size: usize, site: usize) -> *mut c_void {
 /// `free(3)`, in assembly:
 ///
 /// * a pointer of the next allocator (outside regions nearly all of them): the range check and
-///   the watch test, then the next allocator's `free` (nine instructions, two taken branches);
+///   the watch test, then the next allocator's `free` (eight instructions, two taken branches);
 /// * the owner's free of the last block it handed out (LIFO), not counted yet and with nothing
 ///   freed below it: right here, with no taken branch (the LIFO branch of
 ///   [`Arena::try_free_local_fast`] and `Arena::release_top`, with the offsets and tags of

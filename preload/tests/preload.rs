@@ -29,6 +29,17 @@ fn inline_malloc_and_free_paths() {
     assert_ok(&out, "fast_paths.c");
 }
 
+/// Requests nothing can serve get NULL and ENOMEM in both modes (process mode's predictor once
+/// overflowed its byte clock on `malloc(SIZE_MAX)`).
+#[test]
+fn huge_requests_fail_cleanly_in_both_modes() {
+    let exe = compile("huge_requests");
+    for mode in ["on", "process"] {
+        let out = preloaded(Command::new(&exe), &[("RESIZEALLOC_REGION", mode)]);
+        assert_ok(&out, &format!("huge_requests.c, RESIZEALLOC_REGION={mode}"));
+    }
+}
+
 #[test]
 fn two_threads_cross_thread_frees_and_thread_exit() {
     let out = preloaded(Command::new(compile("threads")), &[]);
@@ -234,6 +245,11 @@ fn fork_inside_a_region() {
 #[test]
 fn double_free_aborts_with_glibcs_message() {
     assert_double_free_abort("double_free");
+}
+
+#[test]
+fn double_free_of_the_last_block_aborts() {
+    assert_double_free_abort("double_free_last");
 }
 
 #[test]

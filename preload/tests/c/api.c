@@ -57,6 +57,9 @@ static void edge_cases(const char *where) {
     p = malloc(SIZE_MAX - 4096);
     CHECK(p == NULL && errno == ENOMEM, NAME("huge malloc -> NULL, ENOMEM"));
     errno = 0;
+    p = malloc(SIZE_MAX);
+    CHECK(p == NULL && errno == ENOMEM, NAME("malloc(SIZE_MAX) -> NULL, ENOMEM"));
+    errno = 0;
     p = malloc((size_t)1 << 50);
     CHECK(p == NULL && errno == ENOMEM, NAME("2^50 malloc -> NULL, ENOMEM"));
 
