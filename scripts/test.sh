@@ -14,6 +14,10 @@ cargo test --workspace
 # assembly fast paths of malloc and free (preload/src/malloc.rs) left behind.
 CARGO_TARGET_DIR=target/invariants cargo build -p resizealloc-preload --features resizealloc/check-invariants
 RESIZEALLOC_SO="$PWD/target/invariants/debug/libresizealloc.so" cargo test -p resizealloc-preload
+# The API docs build without a broken link (the two crates one at a time: their libraries share
+# a name, so their docs share a folder).
+RUSTDOCFLAGS="-D warnings" cargo doc --no-deps -p resizealloc
+RUSTDOCFLAGS="-D warnings --document-private-items" cargo doc --no-deps -p resizealloc-preload
 # The Python package (python/; installed into target/py by setup.sh): its pytest suite, with
 # the debug libresizealloc.so built above for the preloaded-mode tests.
 target/py/bin/python -m pytest -q python/tests

@@ -53,7 +53,7 @@ use crate::os;
 pub const GRANULE_SHIFT: u32 = 14;
 /// 16 KiB: the most memory one escaped small block can hold back.
 pub const GRANULE: usize = 1 << GRANULE_SHIFT;
-/// Bytes of [`Header`] in front of every block.
+/// Bytes of header in front of every block (its size-and-tag word and its link).
 pub const HEADER: usize = 16;
 /// Every block is aligned to at least this (what `malloc` promises on x86-64).
 pub const MIN_ALIGN: usize = 16;
@@ -276,7 +276,7 @@ impl Default for ArenaConfig {
     }
 }
 
-/// Per-arena figures. See [`crate::stats`] for what each one means.
+/// Per-arena figures. See [`crate::stats`](mod@crate::stats) for what each one means.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 #[repr(C)]
 pub struct ArenaStats {
@@ -361,7 +361,7 @@ pub enum Predicted {
     Next,
     /// A small request in process mode (an arena that recycles, a size up to
     /// `slab::MAX_SMALL`), whatever its site: the small-block heap serves it (or, when it has no
-    /// memory, the next allocator). See [`Arena::small_heap_takes`].
+    /// memory, the next allocator). See `Arena::small_heap_takes`.
     Small,
     /// Neither: take [`Arena::alloc_predicted_general`], which decides from scratch.
     General,

@@ -467,7 +467,7 @@ pub(crate) fn acquire_slab_heap() -> *mut slab::Heap {
 }
 
 /// Byte offset of the thread's own arena (null when it has none) in its state block: what
-/// [`load_own`] reads.
+/// `load_own` reads.
 pub const OWN_OFFSET: usize = 8;
 /// Byte offset of `free_arena` (the own arena, or [`NO_ARENA`]; never null) in the thread's
 /// state block: what `free`'s assembly entry point (preload/src/malloc.rs) reads.

@@ -34,7 +34,7 @@
 //!
 //! Page ownership: a page's owner-only fields (free list, counts, links) are touched by the
 //! thread of the heap in `Page::heap` (tag removed), or, while that is null (abandoned), by
-//! whoever holds the [`ABANDONED`] lock. Ownership changes hands under that lock (abandon,
+//! whoever holds the `ABANDONED` lock. Ownership changes hands under that lock (abandon,
 //! detach, adopt), by the compare-and-swap on `heap` that decides between the owner taking a
 //! full page back and another thread detaching it, or through the global page pool's lock
 //! (retire, take); each orders every access before the next owner's.
@@ -105,7 +105,7 @@ struct Block {
 }
 
 /// A page header, at the start of its 64 KiB page. Blocks of `block_size` bytes follow from
-/// [`HEADER`] on; the first `capacity` of them have been carved (handed out or on a free list),
+/// `HEADER` on; the first `capacity` of them have been carved (handed out or on a free list),
 /// at most `reserved`.
 ///
 /// Invariants (owner-only fields; see the module docs for who the owner is):
@@ -283,12 +283,12 @@ struct BlockCache {
     limit: Cell<u32>,
 }
 
-/// Bytes of blocks one class's [`BlockCache`] holds at most (at least 4 blocks, at most 64).
+/// Bytes of blocks one class's `BlockCache` holds at most (at least 4 blocks, at most 64).
 pub const CACHE_BYTES: usize = 8 << 10;
 
 /// One thread's heap, in a static table (so its address, which full pages carry, stays a heap's).
 ///
-/// Invariant: `current[c]` is the first page of `queues[c]`, or [`EMPTY_PAGE`] when that queue
+/// Invariant: `current[c]` is the first page of `queues[c]`, or `EMPTY_PAGE` when that queue
 /// is empty.
 pub struct Heap {
     cache: [BlockCache; CLASSES],
@@ -572,7 +572,7 @@ pub fn class_of(size: usize) -> usize {
 /// Allocates a block of class `class` from `heap`; null when no page can be had.
 ///
 /// # Safety
-/// `heap` is the calling thread's heap (from [`acquire_heap`]); `class < CLASSES`.
+/// `heap` is the calling thread's heap (from `acquire_heap`); `class < CLASSES`.
 #[inline(always)]
 pub unsafe fn alloc(heap: *mut Heap, class: usize) -> *mut u8 {
     // SAFETY: forwarded obligations.
