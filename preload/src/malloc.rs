@@ -374,8 +374,8 @@ fn malloc_predicted_general(size: usize, site: usize) -> *mut c_void {
 /// * the owner's free of the last block it handed out (LIFO), not counted yet and with nothing
 ///   freed below it: right here, with no taken branch (the LIFO branch of
 ///   [`Arena::try_free_local_fast`] and `Arena::release_top`, with the offsets and tags of
-///   [`asm_layout`](resizealloc::arena::asm_layout)). Why: each taken branch on the way into a Rust function cost the Bumper
-///   loop about 3 % (BENCHMARKS.md, eleventh session);
+///   [`asm_layout`](resizealloc::arena::asm_layout)). Why: each taken branch on the way into a
+///   Rust function cost the Bumper loop about 3 % (BENCHMARKS.md, eleventh session);
 /// * every other arena block goes to [`free_arena_block`], watched foreign pointers to
 ///   [`free_foreign_watched`].
 ///

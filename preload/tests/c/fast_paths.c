@@ -17,8 +17,14 @@
 #include "resizealloc.h"
 
 static int failures;
-#define CHECK(cond, ...) do { if (cond) { printf("ok "); printf(__VA_ARGS__); printf("\n"); } \
-    else { printf("FAIL line %d: ", __LINE__); printf(__VA_ARGS__); printf("\n"); failures++; } } while (0)
+#define CHECK(cond, ...)                                                                       \
+    do {                                                                                       \
+        if (cond) { printf("ok "); printf(__VA_ARGS__); printf("\n"); }                        \
+        else {                                                                                 \
+            printf("FAIL line %d: ", __LINE__); printf(__VA_ARGS__); printf("\n");            \
+            failures++;                                                                        \
+        }                                                                                      \
+    } while (0)
 
 static void *remote_blocks[2];
 
@@ -71,7 +77,7 @@ int main(void) {
         uintptr_t a_at = (uintptr_t)a;
         if (fifo) { free(a); free(b); free(c); } else { free(c); free(b); free(a); }
         char *d = malloc(16);
-        CHECK((uintptr_t)d == a_at, "%s: after three frees the bump pointer is back at the first block",
+        CHECK((uintptr_t)d == a_at, "%s: after three frees the bump pointer is back at the start",
               fifo ? "FIFO" : "LIFO");
         free(d);
         resize_region_end();
@@ -143,9 +149,10 @@ int main(void) {
 
     /* 7. Many blocks of both paths freed in a shuffled order, region after region: the frees
      * find every block (a wrong tag or header aborts), no block overlaps another (contents
-     * intact), and most regions get their memory back at once. Whether each release went all the way down is for the
-     * check-invariants library to see: a sampled block freed before the one above it waits for
-     * the region's end (Arena::sample), so not every region's memory comes back before it. */
+     * intact), and most regions get their memory back at once. Whether each release went all
+     * the way down is for the check-invariants library to see: a sampled block freed before the
+     * one above it waits for the region's end (Arena::sample), so not every region's memory
+     * comes back before it. */
     uint64_t rng = 0x9E3779B97F4A7C15ull;
     int intact = 1, came_back = 0;
     for (int r = 0; r < 50; r++) {

@@ -36,7 +36,10 @@ static void requests(const char *where) {
         memset(p, 1, 64);
         errno = 0;
         expect_null(realloc(p, n), "realloc", where);
-        if (((unsigned char *)p)[63] != 1) { printf("FAIL %s: realloc lost the block\n", where); failures++; }
+        if (((unsigned char *)p)[63] != 1) {
+            printf("FAIL %s: realloc lost the block\n", where);
+            failures++;
+        }
         free(p);
     }
 }
