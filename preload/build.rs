@@ -1,4 +1,4 @@
-//! Link flags of `libresizealloc.so`.
+//! Link flags of `libresizealloc.so`, and the `asm_entry_points` cfg.
 //!
 //! `-z nodelete`: the library registers a pthread key destructor (thread exit orphans the
 //! thread's arena) and hands out memory that outlives any handle to it. A `dlclose` that
@@ -6,7 +6,20 @@
 //! next thread that exits after it would jump into unmapped code. With the flag, `dlclose`
 //! succeeds and the library stays mapped until the process ends.
 
+//!
+//! `asm_entry_points`: `malloc` and `free` are the assembly entry points of `src/malloc.rs`,
+//! which read the core crate's initial-exec TLS block: on x86-64 Linux, unless the
+//! `tls-thread-local` feature keeps the thread state in `thread_local!` (the core crate's
+//! `region::STATE_IN_TLS_BLOCK`, asserted there).
+
 fn main() {
     println!("cargo:rustc-cdylib-link-arg=-Wl,-z,nodelete");
     println!("cargo:rerun-if-changed=build.rs");
+    println!("cargo::rustc-check-cfg=cfg(asm_entry_points)");
+    let arch = std::env::var("CARGO_CFG_TARGET_ARCH").unwrap_or_default();
+    let os = std::env::var("CARGO_CFG_TARGET_OS").unwrap_or_default();
+    let tls_thread_local = std::env::var_os("CARGO_FEATURE_TLS_THREAD_LOCAL").is_some();
+    if arch == "x86_64" && os == "linux" && !tls_thread_local {
+        println!("cargo::rustc-cfg=asm_entry_points");
+    }
 }

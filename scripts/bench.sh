@@ -136,6 +136,8 @@ function ratio(wl, num, den,    r, m, arr, d, b, i, x) {
     return median(arr, m)
 }
 function higher(wl) { return wl ~ /^(threads[12]|thread_scaling)$/ }
+# The sound floor of a workload: the header variant where frees come in any order.
+function floor_of(wl) { return wl == "mixed" ? "soundhdr" : "sound" }
 # The best figure of `a` over rounds (lowest time, highest throughput); "peer": the best of the
 # best figures of the four peers.
 function best(wl, a,    r, b, i, x) {
@@ -165,7 +167,7 @@ function ratio_table(kind, nw,    w, wl, ri, rp, rg, rs, sp, ro, rd, tg, sf) {
     print "|---|---:|---:|---:|---:|---:|---:|---|"
     for (w = 1; w <= nw; w++) {
         wl = W[w]; ri = q(kind, wl, "resizealloc", "ideal"); rp = q(kind, wl, "resizealloc", "peer")
-        sf = (wl == "mixed") ? "soundhdr" : "sound"   # the leanest sound design for the workload
+        sf = floor_of(wl)
         rg = q(kind, wl, "resizealloc", "glibc"); rs = q(kind, wl, sf, "ideal"); sp = q(kind, wl, sf, "peer")
         tg = ""
         if (wl ~ /^(bumper|lifo|mixed)$/) tg = "<= 1.10x ideal: " check(ri, 1.10) "; <= 1.00x fastest peer: " check(rp, 1.0)
@@ -200,7 +202,7 @@ END {
             row = (wl == "temp8m") ? "temp8m(8MiB)" : wl
             for (i = 1; i <= na; i++) {
                 if (A[i] == "off" || A[i] == "soundhdr") continue
-                x = (A[i] == "sound" && wl == "mixed") ? med["soundhdr"] : med[A[i]]   # one "sound floor" bar
+                x = (A[i] == "sound") ? med[floor_of(wl)] : med[A[i]]   # one "sound floor" bar
                 row = row " " (x == "" ? "?" : x * (wl == "temp8m" ? 1000 : 1))
             }
             rows[++nr] = row

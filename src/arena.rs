@@ -91,13 +91,14 @@ pub const MAX_CHECKPOINTS: usize = 32;
 /// Header word layout: state tag in the low 16 bits, size above (`size << TAG_BITS | tag`), so
 /// that the fast free checks and flips the tag with 16-bit operations. Sizes fit: no arena is
 /// larger than 64 GiB.
-const TAG_BITS: u32 = 16;
+pub const TAG_BITS: u32 = 16;
 const _: () = assert!(
     cfg!(target_endian = "little"),
     "the fast free writes the tag as a u16"
 );
 const TAG_MASK: usize = (1 << TAG_BITS) - 1;
-const TAG_LIVE: usize = 0xA110;
+/// A live block.
+pub const TAG_LIVE: usize = 0xA110;
 /// A live block sampled by the lifetime predictor: the header's second word holds its
 /// [`SampleWord`]. Owner frees of it take the slow path, which learns from its age.
 const TAG_SAMPLED: usize = 0xA111;
@@ -105,12 +106,13 @@ const TAG_SAMPLED: usize = 0xA111;
 /// bytes); a balance from `ORPHANED_SEEN` on has the exiting owner's add in it.
 const ORPHANED: u64 = 1 << 63;
 const ORPHANED_SEEN: u64 = 1 << 62;
-const TAG_FREED: usize = 0xF4EE;
+/// A block its owner freed.
+pub const TAG_FREED: usize = 0xF4EE;
 /// A block another thread freed. Its units may be on the remote counts already, so a walk of
 /// the uncounted range counts it like a live one (see `uncounted`).
 const TAG_FREED_REMOTE: usize = 0xF4EF;
 /// Not a block: alignment padding of `size` bytes in the uncounted range, which a walk skips.
-const TAG_GAP: usize = 0x6A90;
+pub const TAG_GAP: usize = 0x6A90;
 const _: () = {
     // `owner_freed` tells `TAG_FREED` by its low byte alone: no other tag, and no multiple of
     // 16 (the value of `limit`, the word at `no_link`), may share it.
@@ -716,10 +718,7 @@ const fn align_up(x: usize, a: usize) -> usize {
 /// branch on the way from `malloc` or `free` into a Rust function cost the Bumper loop about 3 %
 /// (BENCHMARKS.md, eleventh session).
 pub mod asm_layout {
-    use super::{
-        Arena, HEADER, LINE, LINE_ALIGN_FROM, MAX_SLOT, MIN_ALIGN, TAG_BITS, TAG_FREED, TAG_GAP,
-        TAG_LIVE,
-    };
+    use super::{Arena, HEADER, LINE, LINE_ALIGN_FROM, MIN_ALIGN};
     use core::mem::{offset_of, size_of};
 
     /// `Arena::top` (`Cell<usize>`).
@@ -734,38 +733,9 @@ pub mod asm_layout {
     pub const PEAK_TOP: usize = offset_of!(Arena, peak_top);
     /// `Arena::region_allocs` (`OwnerCounter`: a `u64`).
     pub const REGION_ALLOCS: usize = offset_of!(Arena, region_allocs);
-    /// Bytes of header in front of a block: its word (size and tag), then its link.
-    pub const HEADER_BYTES: usize = HEADER;
-    /// Offset of the link in the header.
+    /// Offset of the link in a block's header (after its size-and-tag word, `size << TAG_BITS |
+    /// tag`, see [`super::TAG_BITS`]).
     pub const LINK: usize = 8;
-    /// The largest `size - 1` of the small path (1 up to a page less one; 0 wraps past it).
-    pub const SMALL_MAX_MINUS_ONE: usize = LINE_ALIGN_FROM - 2;
-    /// Added to `top + size` before rounding down to 16: the header, and the rounding up of the
-    /// end.
-    pub const END_ROUNDING: usize = HEADER + MIN_ALIGN - 1;
-    /// A block of a page or more starts on a cache line ([`super::block_align`]): its start is
-    /// `(top + LINE_ROUNDING) & !(LINE_BYTES - 1)`.
-    pub const LINE_ROUNDING: usize = HEADER + LINE - 1;
-    /// The cache line.
-    pub const LINE_BYTES: usize = LINE;
-    /// `(size - 1) >> MAX_SLOT_SHIFT != 0`: 0 bytes, or more than an arena can hold (declined;
-    /// and the block's end cannot wrap).
-    pub const MAX_SLOT_SHIFT: u32 = MAX_SLOT.trailing_zeros();
-    /// Every block's end is rounded up to this (`top` stays aligned to it).
-    pub const MIN_ALIGN_BYTES: usize = MIN_ALIGN;
-    /// Added to a block's end before rounding it down to `MIN_ALIGN_BYTES`.
-    pub const MIN_ALIGN_MINUS_ONE: usize = MIN_ALIGN - 1;
-    /// A live block's header word is `size << TAG_SHIFT | TAG_LIVE_WORD`.
-    pub const TAG_SHIFT: u32 = TAG_BITS;
-    /// The live tag.
-    pub const TAG_LIVE_WORD: usize = TAG_LIVE;
-    /// Alignment padding of `n` bytes in front of a block has the header word
-    /// `n << TAG_SHIFT | TAG_GAP_WORD`.
-    pub const TAG_GAP_WORD: usize = TAG_GAP;
-    /// The freed tag, written as the header's low 16 bits.
-    pub const TAG_FREED_HALF: u16 = TAG_FREED as u16;
-    /// Its low byte alone, which only it has (see `Arena::owner_freed`).
-    pub const TAG_FREED_BYTE: u8 = TAG_FREED as u8;
 
     const _: () = {
         // The words the assembly uses with 8-byte operands are 8 bytes.
@@ -775,7 +745,7 @@ pub mod asm_layout {
         // The assembly's paths: below a page at `MIN_ALIGN`, from a page on at a cache line.
         assert!(super::block_align(LINE_ALIGN_FROM - 1, MIN_ALIGN) == MIN_ALIGN);
         assert!(super::block_align(LINE_ALIGN_FROM, MIN_ALIGN) == LINE);
-        // `-MIN_ALIGN_BYTES` and `-LINE_BYTES` as masks.
+        // `-MIN_ALIGN` and `-LINE` as masks.
         assert!(MIN_ALIGN.is_power_of_two() && LINE.is_power_of_two());
     };
 }
@@ -1963,18 +1933,35 @@ impl Arena {
         let hdr = p.wrapping_sub(HEADER);
         // The LIFO case first: the block right below the bump pointer, not counted yet.
         if self.is_last_uncounted(hdr) {
-            // SAFETY: as above; marks it freed for double-free detection. (Had another thread
-            // freed it, `release_top` finds its poisoned link and aborts.)
-            unsafe { *(hdr as *mut u16) = TAG_FREED as u16 };
-            self.note_peak();
-            // SAFETY: a block of the current run with only padding up to `top`, freed by its
-            // owner just now, and `uncounted <= hdr` (tested above).
-            unsafe { self.release_top(hdr) };
-            self.debug_check();
+            // SAFETY: tested just now.
+            unsafe { self.free_last_uncounted(p as *mut u8) };
             return true;
         }
         // SAFETY: forwarded obligations.
         unsafe { self.try_free_local_other(p as *mut u8) }
+    }
+
+    /// The LIFO free: `p`'s block is the run's last, not counted yet
+    /// ([`Arena::is_last_uncounted`] of its header). Its tag says freed, the peak is noted, and
+    /// the bump pointer goes back to it and on down over the blocks below that their owner freed
+    /// already. Public for `free`'s assembly entry point, which makes the test itself and does
+    /// this itself too unless the link says "freed" ([`asm_layout`]).
+    ///
+    /// # Safety
+    /// Owner thread; `is_last_uncounted(p - HEADER)` holds.
+    #[inline(always)]
+    pub unsafe fn free_last_uncounted(&self, p: *mut u8) {
+        let hdr = p as usize - HEADER;
+        debug_assert!(self.is_last_uncounted(hdr));
+        // SAFETY: `below_top` names a block header of our run (its invariant); marks it freed
+        // for double-free detection. (Had another thread freed it, `release_top` finds its
+        // poisoned link and aborts.)
+        unsafe { *(hdr as *mut u16) = TAG_FREED as u16 };
+        self.note_peak();
+        // SAFETY: a block of the current run with only padding up to `top`, freed by its owner
+        // just now, and `uncounted <= hdr` (the caller's obligation).
+        unsafe { self.release_top(hdr) };
+        self.debug_check();
     }
 
     /// [`Arena::try_free_local_fast`] after its LIFO test: the paths for a block that is not

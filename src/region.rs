@@ -84,9 +84,7 @@ impl ThreadState {
             heap: Cell::new(ptr::null_mut()),
         }
     }
-}
 
-impl ThreadState {
     /// Sets the thread's own arena (or none: null), and `free_arena` with it.
     fn set_arena(&self, arena: *const Arena) {
         self.arena.set(arena);

@@ -63,11 +63,7 @@ macro_rules! with_site {
 
 pub(crate) use with_site;
 
-#[cfg(not(all(
-    target_arch = "x86_64",
-    target_os = "linux",
-    not(feature = "tls-thread-local")
-)))]
+#[cfg(not(asm_entry_points))]
 with_site! {
     /// `malloc(3)`. The inlined fast path calls nothing; everything else is one call.
     fn malloc(size: usize) => malloc_at, "rsi"
@@ -75,15 +71,11 @@ with_site! {
 
 /// The assembly `malloc` entry point and the two functions it jumps to (x86-64 Linux, with the
 /// core crate's thread state in its initial-exec TLS block).
-#[cfg(all(
-    target_arch = "x86_64",
-    target_os = "linux",
-    not(feature = "tls-thread-local")
-))]
+#[cfg(asm_entry_points)]
 mod entry {
     use core::ffi::c_void;
 
-    use resizealloc::arena::asm_layout;
+    use resizealloc::arena::{self, asm_layout};
 
     use super::{malloc_predicted, malloc_slow};
 
@@ -163,7 +155,7 @@ mod entry {
             "mov rcx, qword ptr [rdx + {top}]",
             "lea rax, [rcx + {line_rounding}]",
             "and rax, -{line}",
-            "lea r8, [rdi + rax + {min_align_minus_one}]",
+            "lea r8, [rdi + rax + {min_align} - 1]",
             "and r8, -{min_align}",
             "cmp r8, qword ptr [rdx + {limit}]",
             "ja {slow}",
@@ -171,6 +163,8 @@ mod entry {
             "lea rsi, [rax - {header}]",
             "cmp rsi, rcx",
             "jne 6f",
+            // `bump` again, for a header in rsi: with one copy, one of the two paths would take a
+            // branch to it.
             "5:",
             "mov qword ptr [rdx + {top}], r8",
             "shl rdi, {tag_shift}",
@@ -199,22 +193,25 @@ mod entry {
             "jmp {unsettled}",
             predict = const resizealloc::region::PREDICT_BITS,
             settled = const resizealloc::region::SETTLED_BITS,
-            small_max = const asm_layout::SMALL_MAX_MINUS_ONE,
+            // `is_small_request`: `size - 1` at most a page less two (0 wraps past it).
+            small_max = const arena::LINE_ALIGN_FROM - 2,
             top = const asm_layout::TOP,
             limit = const asm_layout::LIMIT,
             below_top = const asm_layout::BELOW_TOP,
             region_allocs = const asm_layout::REGION_ALLOCS,
-            end_rounding = const asm_layout::END_ROUNDING,
-            header = const asm_layout::HEADER_BYTES,
+            // The header, then the end rounded up to `MIN_ALIGN`.
+            end_rounding = const arena::HEADER + arena::MIN_ALIGN - 1,
+            header = const arena::HEADER,
             link = const asm_layout::LINK,
-            tag_shift = const asm_layout::TAG_SHIFT,
-            tag_live = const asm_layout::TAG_LIVE_WORD,
-            tag_gap = const asm_layout::TAG_GAP_WORD,
-            max_slot_shift = const asm_layout::MAX_SLOT_SHIFT,
-            line_rounding = const asm_layout::LINE_ROUNDING,
-            line = const asm_layout::LINE_BYTES,
-            min_align_minus_one = const asm_layout::MIN_ALIGN_MINUS_ONE,
-            min_align = const asm_layout::MIN_ALIGN_BYTES,
+            tag_shift = const arena::TAG_BITS,
+            tag_live = const arena::TAG_LIVE,
+            tag_gap = const arena::TAG_GAP,
+            // `(size - 1) >> max_slot_shift != 0`: 0 bytes, or more than an arena holds.
+            max_slot_shift = const arena::MAX_SLOT.trailing_zeros(),
+            // The first cache line with room for the header in front (`block_align`).
+            line_rounding = const arena::HEADER + arena::LINE - 1,
+            line = const arena::LINE,
+            min_align = const arena::MIN_ALIGN,
             slow = sym malloc_slow,
             unsettled = sym malloc_unsettled,
             next = sym crate::real::MALLOC,
@@ -376,26 +373,22 @@ fn malloc_predicted_general(size: usize, site: usize) -> *mut c_void {
 ///   [`Arena::try_free_local_fast`] and `Arena::release_top`, with the offsets and tags of
 ///   [`asm_layout`](resizealloc::arena::asm_layout)). Why: each taken branch on the way into a
 ///   Rust function cost the Bumper loop about 3 % (BENCHMARKS.md, eleventh session);
-/// * every other arena block goes to [`free_arena_block`], watched foreign pointers to
+/// * every other arena block goes to [`free_arena_block_other`], watched foreign pointers to
 ///   [`free_foreign_watched`].
 ///
 /// The LIFO path tests the link's word before it changes anything: when the block below was
 /// freed by its owner already (the release goes on down) or the link is `POISON_LINK` (another
-/// thread freed this block: a double free), it leaves the whole free to `free_arena_block`.
+/// thread freed this block: a double free), it leaves the rest to [`free_arena_block_last`].
 ///
 /// The reservation's length is loaded before its base, as `reservation::owns` does (it is
 /// published last; x86 keeps loads in program order).
 ///
 /// [`Arena::try_free_local_fast`]: resizealloc::arena::Arena::try_free_local_fast
-#[cfg(all(
-    target_arch = "x86_64",
-    target_os = "linux",
-    not(feature = "tls-thread-local")
-))]
+#[cfg(asm_entry_points)]
 #[unsafe(naked)]
 #[no_mangle]
 pub extern "C" fn free(p: *mut c_void) {
-    use resizealloc::arena::asm_layout;
+    use resizealloc::arena::{self, asm_layout};
     core::arch::naked_asm!(
         ".p2align 6",
         "mov rax, qword ptr [rip + {len}]",
@@ -415,12 +408,10 @@ pub extern "C" fn free(p: *mut c_void) {
         "cmp rax, qword ptr [rsi + {uncounted}]",
         "jb {other}",
         // rcx = the link; its word's low byte says whether the release would go on down (or
-        // that another thread freed this block). Then the whole free is the general path's: it
-        // releases down the links (`release_top`), where the rest of the fast path would only
-        // release a block that ends at `top` (not one with a gap header between).
+        // that another thread freed this block): then `free_last_uncounted` does it all.
         "mov rcx, qword ptr [rax + {link}]",
         "cmp byte ptr [rcx], {freed_byte}",
-        "je {arena_block}",
+        "je {last}",
         // The tag says freed (double frees), the peak is noted, the bump pointer goes back to
         // the header and `below_top` to the link.
         "mov word ptr [rax], {freed_half}",
@@ -444,19 +435,29 @@ pub extern "C" fn free(p: *mut c_void) {
         base = sym resizealloc::reservation::BASE,
         watch = sym resizealloc::region::FOREIGN_WATCH,
         free_arena = const resizealloc::region::FREE_ARENA_OFFSET,
-        header = const asm_layout::HEADER_BYTES,
+        header = const arena::HEADER,
         link = const asm_layout::LINK,
         top = const asm_layout::TOP,
         uncounted = const asm_layout::UNCOUNTED,
         below_top = const asm_layout::BELOW_TOP,
         peak_top = const asm_layout::PEAK_TOP,
-        freed_byte = const asm_layout::TAG_FREED_BYTE,
-        freed_half = const asm_layout::TAG_FREED_HALF,
-        arena_block = sym free_arena_block,
+        freed_byte = const arena::TAG_FREED as u8,
+        freed_half = const arena::TAG_FREED as u16,
+        last = sym free_arena_block_last,
         other = sym free_arena_block_other,
         watched = sym free_foreign_watched,
         next = sym real::FREE,
     )
+}
+
+/// The LIFO free whose release goes on down below the block (or aborts on a poisoned link):
+/// `own` is the thread's own arena and the entry point found `p`'s header at its `below_top`,
+/// not below `uncounted`.
+#[cfg(asm_entry_points)]
+extern "C" fn free_arena_block_last(p: *mut c_void, own: *const resizealloc::arena::Arena) {
+    // SAFETY: `own` is this thread's own arena (`NO_ARENA`'s `below_top` matches no header) and
+    // the entry point tested `is_last_uncounted` of `p`'s header.
+    unsafe { (*own).free_last_uncounted(p as *mut u8) }
 }
 
 /// `free` of an arena block that the assembly entry point did not free inline: `own` is the
@@ -464,11 +465,7 @@ pub extern "C" fn free(p: *mut c_void) {
 /// `region::NO_ARENA` when it has none (the slow path: another thread's block).
 ///
 /// [`Arena::try_free_local_other`]: resizealloc::arena::Arena::try_free_local_other
-#[cfg(all(
-    target_arch = "x86_64",
-    target_os = "linux",
-    not(feature = "tls-thread-local")
-))]
+#[cfg(asm_entry_points)]
 extern "C" fn free_arena_block_other(p: *mut c_void, own: *const resizealloc::arena::Arena) {
     if ptr::eq(own, resizealloc::region::no_arena()) {
         return free_slow(p);
@@ -482,16 +479,10 @@ extern "C" fn free_arena_block_other(p: *mut c_void, own: *const resizealloc::ar
 }
 
 /// `free` of a pointer in the arena reservation: the owner's blocks inline, the rest one cold
-/// call.
-#[cfg_attr(
-    not(all(
-        target_arch = "x86_64",
-        target_os = "linux",
-        not(feature = "tls-thread-local")
-    )),
-    inline(always)
-)]
-extern "C" fn free_arena_block(p: *mut c_void) {
+/// call. (The assembly `free` makes these tests itself.)
+#[cfg(not(asm_entry_points))]
+#[inline(always)]
+fn free_arena_block(p: *mut c_void) {
     // SAFETY: `p` is in the reservation, so it is an arena block (or the program's bug).
     if !unsafe { router::free_fast(p as *mut u8) } {
         free_slow(p);
@@ -500,11 +491,7 @@ extern "C" fn free_arena_block(p: *mut c_void) {
 
 /// `free(3)`. The owner thread's single-granule blocks are freed inline; everything else is
 /// one cold call.
-#[cfg(not(all(
-    target_arch = "x86_64",
-    target_os = "linux",
-    not(feature = "tls-thread-local")
-)))]
+#[cfg(not(asm_entry_points))]
 #[no_mangle]
 pub extern "C" fn free(p: *mut c_void) {
     // Foreign pointers first: outside regions they are nearly all of them, and one range check
