@@ -28,7 +28,7 @@
 //! The same allowance decides when freed memory goes back: when frees leave more resident memory
 //! than the allowance (a big phase is over), the free granules are discarded at once.
 
-use crate::arena::GRANULE;
+use crate::layout::GRANULE;
 
 /// Resident bytes allowed per live byte, above the plan: `FACTOR_NUM / FACTOR_DEN` = 5/4.
 pub const FACTOR_NUM: usize = 5;

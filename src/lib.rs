@@ -14,8 +14,11 @@ mod footprint;
 #[doc(hidden)]
 pub mod fork;
 mod global;
+mod layout;
 #[doc(hidden)]
 pub mod lifetime;
+#[doc(hidden)]
+pub mod mode;
 #[doc(hidden)]
 pub mod options;
 #[doc(hidden)]

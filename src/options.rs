@@ -10,6 +10,7 @@
 
 use core::sync::atomic::{AtomicBool, AtomicU8, AtomicUsize, Ordering};
 
+pub use crate::mode::RegionMode;
 use crate::os::write_stderr;
 
 /// One documented option.
@@ -89,18 +90,6 @@ pub const OPTIONS: &[OptionDesc] = &[
         description: "`1`: print the options in force on stderr at start.",
     },
 ];
-
-/// How region markers are treated.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-#[repr(u8)]
-pub enum RegionMode {
-    /// Markers decide (the default).
-    Markers = 0,
-    /// Every thread is inside a region from its start.
-    Process = 1,
-    /// Markers are ignored; everything passes through.
-    Off = 2,
-}
 
 /// The parsed options.
 #[derive(Clone, Copy, Debug)]
@@ -216,7 +205,7 @@ pub fn set(o: Options) {
     CUDA_IDLE_MS.store(o.cuda_idle_ms, Ordering::Relaxed);
     GIVE_BACK_AFTER.store(o.give_back_after, Ordering::Relaxed);
     PURGE_DELAY_MS.store(o.purge_delay_ms, Ordering::Relaxed);
-    crate::region::mode_changed(o.region);
+    crate::mode::mode_changed(o.region);
 }
 
 fn normalize_slot(n: usize) -> usize {

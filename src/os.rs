@@ -222,3 +222,20 @@ pub fn fatal(msg: &[u8]) -> ! {
     // SAFETY: abort has no preconditions.
     unsafe { libc::abort() }
 }
+
+/// The most address space the arenas may reserve under `RLIMIT_AS`: an eighth of the limit, so
+/// the program keeps the rest (a `malloc` outside regions never fails because of us). `None`
+/// when there is no limit.
+pub fn address_space_budget() -> Option<usize> {
+    let mut lim = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: `lim` is a valid out pointer.
+    if unsafe { libc::getrlimit(libc::RLIMIT_AS, &mut lim) } != 0
+        || lim.rlim_cur == libc::RLIM_INFINITY
+    {
+        return None;
+    }
+    Some((lim.rlim_cur / 8) as usize)
+}

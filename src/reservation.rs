@@ -161,23 +161,6 @@ pub fn reserved_bytes() -> usize {
     LEN.load(Ordering::Relaxed)
 }
 
-/// The most address space the arenas may reserve under `RLIMIT_AS`: an eighth of the limit, so
-/// the program keeps the rest (a `malloc` outside regions never fails because of us). `None`
-/// when there is no limit.
-pub fn address_space_budget() -> Option<usize> {
-    let mut lim = libc::rlimit {
-        rlim_cur: 0,
-        rlim_max: 0,
-    };
-    // SAFETY: `lim` is a valid out pointer.
-    if unsafe { libc::getrlimit(libc::RLIMIT_AS, &mut lim) } != 0
-        || lim.rlim_cur == libc::RLIM_INFINITY
-    {
-        return None;
-    }
-    Some((lim.rlim_cur / 8) as usize)
-}
-
 /// The smallest slot an arena can live in (metadata plus a few granules).
 const MIN_SLOT: usize = 4 << 20;
 
@@ -189,7 +172,7 @@ fn init_locked(table: &mut SlotTable, slot_size: usize, reserve_bytes: usize) ->
         return false;
     }
     let (mut slot_size, mut reserve_bytes) = (slot_size, reserve_bytes);
-    if let Some(budget) = address_space_budget() {
+    if let Some(budget) = os::address_space_budget() {
         // Under an address-space limit, reserve at most the budget (aligning the mapping costs
         // one more slot), with slots shrunk to fit at least one.
         reserve_bytes = reserve_bytes.min(budget / 2);

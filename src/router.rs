@@ -14,7 +14,8 @@ use core::ptr;
 use core::sync::atomic::Ordering;
 
 use crate::arena::{Arena, Predicted, MIN_ALIGN};
-use crate::region::{self, MODE, MODE_ATTENTION, MODE_OFF, MODE_PROCESS};
+use crate::mode::{self, MODE, MODE_ATTENTION, MODE_OFF, MODE_PROCESS};
+use crate::region;
 use crate::reservation;
 use crate::slab;
 
@@ -207,15 +208,15 @@ pub fn note_next_free() -> bool {
 /// samples them; see [`watch_foreign_frees`]). One load.
 #[inline(always)]
 pub fn foreign_frees_watched() -> bool {
-    region::FOREIGN_WATCH.load(Ordering::Relaxed) != 0
+    mode::FOREIGN_WATCH.load(Ordering::Relaxed) != 0
 }
 
 /// From now on [`foreign_frees_watched`] is true: a front end that served blocks itself, which
 /// must not reach the next allocator, calls it before it hands the first one out.
 pub fn watch_foreign_frees() {
-    region::FOREIGN_WATCH
+    mode::FOREIGN_WATCH
         .atomic()
-        .fetch_or(region::WATCH_FRONT_END, Ordering::Relaxed);
+        .fetch_or(mode::WATCH_FRONT_END, Ordering::Relaxed);
 }
 
 /// A block of `size` bytes from the calling thread's small-block heap (slab.rs): where

@@ -51,8 +51,7 @@ pub const PAGE_SHIFT: u32 = 16;
 pub const PAGE_SIZE: usize = 1 << PAGE_SHIFT;
 /// The page header's size; the first block starts here.
 const HEADER: usize = 128;
-/// Largest request served here.
-pub const MAX_SMALL: usize = 1024;
+pub use crate::layout::MAX_SMALL;
 /// Number of size classes.
 pub const CLASSES: usize = 20;
 /// Block size of each class.
@@ -412,7 +411,7 @@ fn init_locked(pool: &mut Pool) -> bool {
         return false;
     }
     let mut len = RESERVE;
-    if let Some(budget) = crate::reservation::address_space_budget() {
+    if let Some(budget) = os::address_space_budget() {
         len = len.min(budget / 2) & !(PAGE_SIZE - 1);
     }
     while len >= 16 * PAGE_SIZE {
@@ -423,7 +422,7 @@ fn init_locked(pool: &mut Pool) -> bool {
                 unsafe { os::release(base, len) };
                 break;
             }
-            crate::region::watch_slab_frees();
+            crate::mode::watch_slab_frees();
             BASE.store(base, Ordering::Relaxed);
             LEN.store(len, Ordering::Release);
             return true;

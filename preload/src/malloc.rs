@@ -433,7 +433,7 @@ pub extern "C" fn free(p: *mut c_void) {
         "jmp qword ptr [rip + {next}]",
         len = sym resizealloc::reservation::LEN,
         base = sym resizealloc::reservation::BASE,
-        watch = sym resizealloc::region::FOREIGN_WATCH,
+        watch = sym resizealloc::mode::FOREIGN_WATCH,
         free_arena = const resizealloc::region::FREE_ARENA_OFFSET,
         header = const arena::HEADER,
         link = const asm_layout::LINK,

@@ -1,0 +1,45 @@
+//! What the assembly entry points of `malloc` and `free` (preload/src/malloc.rs, x86-64 Linux)
+//! need to run the commonest paths inline: the byte offsets of the owner-only words of
+//! [`Arena`] they read and write (it is `repr(C)`), and the header's layout.
+//!
+//! `malloc` does what [`Arena::try_alloc_fast_small`], or [`Arena::try_alloc_fast_aligned`] at a
+//! cache line's alignment, does with `Arena::bump`; `free` does what the LIFO branch of
+//! [`Arena::try_free_local_fast`] does with `Arena::release_top`, when the link's word does not
+//! say "freed". Both serve the owner thread only, and leave every other case to those functions.
+//! A change to any of them must be made there too: the preload tests' `fast_paths` program
+//! checks what the two do, and `scripts/test.sh` runs the preload tests once more with the
+//! arena's invariants checked after every operation of the Rust paths. Why assembly: each taken
+//! branch on the way from `malloc` or `free` into a Rust function cost the Bumper loop about 3 %
+//! (BENCHMARKS.md, eleventh session).
+
+use core::mem::{offset_of, size_of};
+
+use super::{Arena, HEADER, LINE, LINE_ALIGN_FROM, MIN_ALIGN};
+
+/// `Arena::top` (`Cell<usize>`).
+pub const TOP: usize = offset_of!(Arena, top);
+/// `Arena::limit` (`Cell<usize>`).
+pub const LIMIT: usize = offset_of!(Arena, limit);
+/// `Arena::uncounted` (`Cell<usize>`).
+pub const UNCOUNTED: usize = offset_of!(Arena, uncounted);
+/// `Arena::below_top` (`Cell<usize>`).
+pub const BELOW_TOP: usize = offset_of!(Arena, below_top);
+/// `Arena::peak_top` (`Cell<usize>`).
+pub const PEAK_TOP: usize = offset_of!(Arena, peak_top);
+/// `Arena::region_allocs` (`OwnerCounter`: a `u64`).
+pub const REGION_ALLOCS: usize = offset_of!(Arena, region_allocs);
+/// Offset of the link in a block's header (after its size-and-tag word, `size << TAG_BITS |
+/// tag`, see [`super::TAG_BITS`]).
+pub const LINK: usize = 8;
+
+const _: () = {
+    // The words the assembly uses with 8-byte operands are 8 bytes.
+    assert!(size_of::<core::cell::Cell<usize>>() == 8 && size_of::<super::OwnerCounter>() == 8);
+    // A header is two words, the size-and-tag word and the link: `bump` writes them so.
+    assert!(HEADER == 2 * size_of::<usize>() && LINK == size_of::<usize>());
+    // The assembly's paths: below a page at `MIN_ALIGN`, from a page on at a cache line.
+    assert!(super::block_align(LINE_ALIGN_FROM - 1, MIN_ALIGN) == MIN_ALIGN);
+    assert!(super::block_align(LINE_ALIGN_FROM, MIN_ALIGN) == LINE);
+    // `-MIN_ALIGN` and `-LINE` as masks.
+    assert!(MIN_ALIGN.is_power_of_two() && LINE.is_power_of_two());
+};

@@ -1,0 +1,335 @@
+//! Frees by the owner thread: the LIFO free at the bump pointer (mirrored by the assembly entry
+//! point of `free`, see [`super::asm_layout`]), frees of uncounted and counted blocks, and the
+//! checks that abort on a double or invalid free.
+
+use core::sync::atomic::{AtomicUsize, Ordering};
+
+use super::header::{
+    header_word, poison_link, word_size, word_tag, TAG_FREED, TAG_LIVE, TAG_SAMPLED,
+};
+use super::Arena;
+use crate::layout::{align_up, HEADER, MIN_ALIGN};
+use crate::os;
+
+#[cold]
+#[inline(never)]
+pub(super) fn bad_free(double: bool) -> ! {
+    if double {
+        os::fatal(b"free(): double free detected in tcache 2 (resizealloc arena)\n")
+    } else {
+        os::fatal(b"free(): invalid pointer (resizealloc arena)\n")
+    }
+}
+
+impl Arena {
+    /// Frees a block on the owner thread.
+    ///
+    /// # Safety
+    /// Called by the owner thread; `p` was returned by this arena's `alloc` (a double free is
+    /// detected and aborts).
+    #[inline(always)]
+    pub unsafe fn free_local(&self, p: *mut u8) {
+        // SAFETY: forwarded obligations.
+        if !unsafe { self.try_free_local_fast(p) } {
+            // SAFETY: forwarded obligations.
+            unsafe { self.free_local_slow(p) };
+        }
+    }
+
+    /// The fast path alone: frees a valid, unsampled block and returns true; returns false,
+    /// having changed nothing, for anything else, except that a second free of the last block
+    /// after another thread freed it aborts (see `POISON_LINK`). Calls nothing but the rare
+    /// bound check. `free`'s assembly entry point (x86-64 Linux) makes the LIFO branch itself,
+    /// for a block whose link does not say "freed" ([`asm_layout`]), and calls
+    /// [`Arena::try_free_local_other`] for other blocks.
+    ///
+    /// # Safety
+    /// Called by the owner thread. `p` is null, a live block of this arena, or any address at
+    /// or above 4 KiB that this arena does not own.
+    #[inline(always)]
+    pub unsafe fn try_free_local_fast(&self, p: *mut u8) -> bool {
+        let p = p as usize;
+        let hdr = p.wrapping_sub(HEADER);
+        // The LIFO case first: the block right below the bump pointer, not counted yet.
+        if self.is_last_uncounted(hdr) {
+            // SAFETY: tested just now.
+            unsafe { self.free_last_uncounted(p as *mut u8) };
+            return true;
+        }
+        // SAFETY: forwarded obligations.
+        unsafe { self.try_free_local_other(p as *mut u8) }
+    }
+
+    /// The LIFO free: `p`'s block is the run's last, not counted yet
+    /// ([`Arena::is_last_uncounted`] of its header). Its tag says freed, the peak is noted, and
+    /// the bump pointer goes back to it and on down over the blocks below that their owner freed
+    /// already. Public for `free`'s assembly entry point, which makes the test itself and does
+    /// this itself too unless the link says "freed" ([`asm_layout`]).
+    ///
+    /// # Safety
+    /// Owner thread; `is_last_uncounted(p - HEADER)` holds.
+    #[inline(always)]
+    pub unsafe fn free_last_uncounted(&self, p: *mut u8) {
+        let hdr = p as usize - HEADER;
+        debug_assert!(self.is_last_uncounted(hdr));
+        // SAFETY: `below_top` names a block header of our run (its invariant); marks it freed
+        // for double-free detection. (Had another thread freed it, `release_top` finds its
+        // poisoned link and aborts.)
+        unsafe { *(hdr as *mut u16) = TAG_FREED as u16 };
+        self.note_peak();
+        // SAFETY: a block of the current run with only padding up to `top`, freed by its owner
+        // just now, and `uncounted <= hdr` (the caller's obligation).
+        unsafe { self.release_top(hdr) };
+        self.debug_check();
+    }
+
+    /// [`Arena::try_free_local_fast`] after its LIFO test: the paths for a block that is not
+    /// the last uncounted one (for that one too they are right, only longer). Public for
+    /// `free`'s assembly entry point, which makes the LIFO test itself ([`asm_layout`]).
+    ///
+    /// # Safety
+    /// As [`Arena::try_free_local_fast`].
+    #[inline(always)]
+    pub unsafe fn try_free_local_other(&self, p: *mut u8) -> bool {
+        let p = p as usize;
+        let hdr = p.wrapping_sub(HEADER);
+        // Not the last block, or counted: the paths below tell (and find sampled blocks and
+        // blocks freed already by their tags).
+        if self.in_uncounted(hdr) {
+            // A block handed out since the counts were last looked at: it was never counted, so
+            // freeing it is a tag flip, and the last one goes back to the bump pointer.
+            // SAFETY: `hdr` lies in the uncounted range of our committed run: a block's header.
+            let word = unsafe { *(hdr as *const usize) };
+            if word_tag(word) != TAG_LIVE {
+                return false; // sampled, or a double free: the slow path tells
+            }
+            // SAFETY: a live, uncounted block of ours.
+            unsafe { self.free_uncounted(hdr, p + word_size(word)) };
+            return true;
+        }
+        if !self.plausible(p) {
+            return false;
+        }
+        // SAFETY: `p` is in our committed data (plausible), so its header is readable.
+        let word = unsafe { *(hdr as *const usize) };
+        let size = word_size(word);
+        if word_tag(word) != TAG_LIVE {
+            return false;
+        }
+        // SAFETY: a validated live header; marks it freed for double-free detection (the tag is
+        // the header word's low 16 bits, little endian).
+        unsafe { *(hdr as *mut u16) = TAG_FREED as u16 };
+        // SAFETY: a live block of this arena, on the owner thread.
+        let emptied = unsafe { self.uncount_block(hdr, p + size) };
+        if !self.lifo_release(hdr, p + size, emptied) && emptied != 0 {
+            self.granules_emptied(emptied, hdr);
+        }
+        self.debug_check();
+        true
+    }
+
+    /// Frees the live block `[hdr + HEADER, end)` of the uncounted range: it was never counted,
+    /// so this is a tag flip, and the last block also goes back to the bump pointer.
+    ///
+    /// # Safety
+    /// Owner thread; `hdr` is the header of a live block in the uncounted range.
+    #[inline(always)]
+    unsafe fn free_uncounted(&self, hdr: usize, end: usize) {
+        // SAFETY: caller's obligation; marks it freed for double-free detection (and so that
+        // the walk does not count it): the tag is the header word's low 16 bits (little endian).
+        unsafe { *(hdr as *mut u16) = TAG_FREED as u16 };
+        let top = self.top.get();
+        if align_up(end, MIN_ALIGN) == top {
+            if top > self.peak_top.get() {
+                self.peak_top.set(top);
+            }
+            // SAFETY: the caller's block, freed by its owner, ends at the bump pointer and lies
+            // in the uncounted range, so in the current run.
+            unsafe { self.release_top(hdr) };
+        }
+        self.debug_check();
+    }
+
+    /// The block at `hdr`, just freed by its owner, ended at the bump pointer (or only padding
+    /// lay between them): the bump pointer goes back to it, and on down over the blocks right
+    /// below it that their owner freed already (their links say which: see `below_top`).
+    /// Temporaries freed in the order they were made (FIFO) then leave the bump pointer where
+    /// the first one began, as a LIFO loop does, so the next ones reuse memory still in the
+    /// cache instead of walking on through the arena until a lap comes round. `free`'s assembly
+    /// entry point does what this does when the link's word does not say "freed" ([`asm_layout`]).
+    ///
+    /// # Safety
+    /// Owner thread; `hdr` is the header of a block of the current run (`hdr >= run_start`)
+    /// with nothing but alignment padding between its end and `top`, its tag already says
+    /// freed, and its second header word is its link (a plain block's, or `no_link`), or
+    /// `POISON_LINK` when another thread freed it before (a double free: this aborts);
+    /// `uncounted <= hdr`.
+    #[inline(always)]
+    unsafe fn release_top(&self, hdr: usize) {
+        // SAFETY: caller's obligation: the block's header is ours to read. Atomic: had another
+        // thread freed the block (a double free now), it wrote `POISON_LINK` there.
+        let link = unsafe { (*((hdr + 8) as *const AtomicUsize)).load(Ordering::Relaxed) };
+        self.top.set(hdr);
+        self.below_top.set(link);
+        // SAFETY: `link` is `no_link` (`limit`, whose low byte says no block is freed), a
+        // header of the run below `hdr` (`below_top`'s invariant), or `POISON_LINK` (whose word
+        // says freed, so that `release_freed_below` aborts): memory we may read. The callers
+        // keep `uncounted <= hdr`.
+        if unsafe { Self::owner_freed(link) } {
+            // SAFETY: as above.
+            unsafe { self.release_freed_below(link) };
+        }
+    }
+
+    /// Whether the header at `hdr` says its owner freed the block (false for `no_link`). Atomic:
+    /// another thread may be freeing that block (it writes the tag with Release).
+    ///
+    /// # Safety
+    /// `hdr` is a block header in committed memory of this arena, its `no_link`, or
+    /// `POISON_LINK`.
+    #[inline(always)]
+    unsafe fn owner_freed(hdr: usize) -> bool {
+        // SAFETY: caller's obligation.
+        let word = unsafe { (*(hdr as *const AtomicUsize)).load(Ordering::Relaxed) };
+        // By the low byte, which is `TAG_FREED`'s alone (asserted where the tags are): a byte
+        // compare needs no widening, where the 16-bit tag took a `movzx` first.
+        word as u8 == TAG_FREED as u8
+    }
+
+    /// [`Arena::release_top`] went back to a block whose tag says its owner freed it already:
+    /// goes on down the links while that holds.
+    ///
+    /// # Safety
+    /// Owner thread; `link` is `below_top`: the header of a block of the current run its owner
+    /// freed, or `POISON_LINK` (a double free: this aborts).
+    #[cold]
+    #[inline(never)]
+    unsafe fn release_freed_below(&self, link: usize) {
+        if link == poison_link() {
+            // The block just freed by its owner was freed by another thread before.
+            bad_free(true);
+        }
+        let run_start = self.run_start.get();
+        let mut hdr = link;
+        let below = loop {
+            // SAFETY: `hdr` is a header of the current run whose owner freed it (checked by the
+            // caller or below): its link is a plain block's (owner frees of sampled blocks reset
+            // theirs). Another thread writes it only when it frees the block too (a double free,
+            // which aborts below or in that thread): atomic for that.
+            let below = unsafe { (*((hdr + 8) as *const AtomicUsize)).load(Ordering::Relaxed) };
+            if below == poison_link() {
+                // Freed by its owner and by another thread (whichever came second aborts on the
+                // tag it finds; kept here in case that one raced past it).
+                bad_free(true);
+            }
+            // SAFETY: `below` is a header of the run below `hdr` (the links' invariant), so
+            // committed memory, or `no_link`, which lies below `run_start`.
+            if below < run_start || !unsafe { Self::owner_freed(below) } {
+                break below;
+            }
+            hdr = below;
+        };
+        self.top.set(hdr);
+        self.below_top.set(below);
+        if self.uncounted.get() > hdr {
+            self.uncounted.set(hdr);
+        }
+    }
+
+    /// LIFO: when the counted block `[hdr, end)`, just freed by its owner, is the most recent
+    /// one of the current run (it ends at `top`, or it is `below_top`, with only padding up to
+    /// `top`), its memory goes back to the bump pointer at once (returns true). The caller
+    /// reports the `emptied` granules of a block that does not (see `granules_emptied`); of one
+    /// that does, markers mode leaves them out (its region end resizes), process mode reports
+    /// them here (it has no region end, and a 200 MiB block freed at the top of the run stayed
+    /// resident; glibc unmaps it).
+    #[inline(always)]
+    fn lifo_release(&self, hdr: usize, end: usize, emptied: usize) -> bool {
+        if hdr == self.below_top.get()
+            || (align_up(end, MIN_ALIGN) == self.top.get() && hdr >= self.run_start.get())
+        {
+            if emptied != 0 && self.recycle {
+                self.lifo_release_emptying(hdr, emptied);
+                return true;
+            }
+            self.note_peak();
+            // A counted block with only padding up to `top`: the uncounted range held no block.
+            self.uncounted.set(hdr);
+            // SAFETY: a block of the current run (`below_top`'s invariant, or `hdr >= run_start`)
+            // with only padding up to `top`, freed by its owner (the callers flipped its tag;
+            // the slow path cleared a sampled one's link).
+            unsafe { self.release_top(hdr) };
+            return true;
+        }
+        false
+    }
+
+    /// [`Arena::lifo_release`] of a process-mode block that emptied `emptied` granules: back to
+    /// the bump pointer, then the report. Out of line, so that the look at the bound the report
+    /// may make is no call in the middle of `free` (which gave every `free` a stack frame).
+    #[cold]
+    #[inline(never)]
+    fn lifo_release_emptying(&self, hdr: usize, emptied: usize) {
+        self.note_peak();
+        // As in `lifo_release`.
+        self.uncounted.set(hdr);
+        // SAFETY: as in `lifo_release`, whose checks the caller made.
+        unsafe { self.release_top(hdr) };
+        self.granules_emptied(emptied, hdr);
+    }
+
+    #[cold]
+    #[inline(never)]
+    unsafe fn free_local_slow(&self, p: *mut u8) {
+        let p = p as usize;
+        let hdr = p.wrapping_sub(HEADER);
+        if self.in_uncounted(hdr) {
+            // SAFETY: `hdr` lies in the uncounted range of our committed run: a block's header.
+            let word = unsafe { *(hdr as *const usize) };
+            if word_tag(word) == TAG_SAMPLED {
+                // A sampled block not counted yet (the fast path took the plain ones): learn
+                // from it, then free it without counting the range first.
+                // SAFETY: the header of a live sampled block of ours.
+                if let Some(w) = unsafe { Self::sample_of(hdr as *mut usize) } {
+                    self.learn_from_free(p, w);
+                }
+                // SAFETY: a live, uncounted block of ours: its sample word is no link (see
+                // `below_top`), so it reads as none from now on.
+                unsafe {
+                    (hdr as *mut usize).add(1).write(self.no_link());
+                    self.free_uncounted(hdr, p + word_size(word));
+                }
+                return;
+            }
+            // Anything else in the uncounted range (a double free, a block another thread
+            // freed) is told apart once the range is counted.
+            self.flush_uncounted();
+        }
+        // A block below the uncounted range is counted already, and freeing it leaves the
+        // range alone (a counted block that ends at `top` means the range is empty): no walk.
+        // Sampled blocks (one in eight) once walked it here, and counted every younger block
+        // that would otherwise have been freed by a tag flip.
+        if !self.plausible(p) {
+            bad_free(false);
+        }
+        // SAFETY: `p` is in our slot (plausible), so its header is readable.
+        let (hdr, size) = unsafe { self.header_of(p) };
+        // SAFETY: a validated header.
+        if let Some(w) = unsafe { Self::sample_of(hdr) } {
+            self.learn_from_free(p, w);
+        }
+        // SAFETY: as above; marks the block freed for double-free detection. A sampled block's
+        // second word is its sample word, no link (see `below_top`): it reads as none now.
+        unsafe {
+            *hdr = header_word(size, TAG_FREED);
+            *hdr.add(1) = self.no_link();
+        }
+        let hdr = hdr as usize;
+        // SAFETY: a validated live block of this arena, on the owner thread.
+        let emptied = unsafe { self.uncount_block(hdr, p + size) };
+        if !self.lifo_release(hdr, p + size, emptied) && emptied > 0 {
+            self.granules_emptied(emptied, hdr);
+        }
+        self.debug_check();
+    }
+}

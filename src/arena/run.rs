@@ -1,0 +1,204 @@
+//! Runs and commits: the stretch of free granules `[run_start, run_end)` the bump pointer hands
+//! out, how it is extended past granules that hold nothing live, and where the fast paths'
+//! `limit` comes from.
+
+use core::sync::atomic::Ordering;
+
+use super::Arena;
+use crate::layout::{align_up, GRANULE, HEADER, MIN_ALIGN};
+use crate::os;
+
+/// Granules a run takes beyond what the request needs, when they are resident, free and within
+/// the capacity (see `Arena::extend_ahead`).
+const RUN_AHEAD: usize = 3;
+
+/// Why the current run could not be extended.
+pub(super) enum Stop {
+    /// The granule starting at this address still holds live blocks.
+    Pinned(usize),
+    /// The run reached the end of committed memory.
+    Uncommitted,
+    /// The next granule is not resident and the memory bound does not allow one more.
+    Bound,
+}
+
+impl Arena {
+    /// Grows the current run granule by granule up to `need_end`, as long as each granule is
+    /// committed and free.
+    pub(super) fn extend_run(&self, need_end: usize) -> Result<(), Stop> {
+        let mut run_end = self.run_end.get();
+        let mut dirty_end = 0;
+        if run_end >= self.used_end.get() && need_end > run_end + GRANULE {
+            // A large block at the frontier: its granules were never used, so they are entered
+            // at once instead of one by one (which read and wrote three tables per granule: 512
+            // MiB touched 170 pages of them).
+            let fresh_end = align_up(need_end, GRANULE).min(self.committed_end.get());
+            if let Some(already_resident_end) = self.enter_fresh(run_end, fresh_end) {
+                dirty_end = already_resident_end;
+                run_end = fresh_end;
+            }
+        }
+        let result = loop {
+            if run_end >= need_end {
+                break Ok(());
+            }
+            if run_end >= self.committed_end.get() {
+                break Err(Stop::Uncommitted);
+            }
+            let g = self.granule(run_end);
+            if self.live(g) != 0 {
+                break Err(Stop::Pinned(run_end));
+            }
+            // No live block starts here, so no crossing one: forget a stale entry before the
+            // memory under it is reused. (A run never reaches a granule strictly inside a live
+            // block: it starts past such blocks, see `past_pin` and `resume_point`.)
+            // SAFETY: granule of this slot; owner thread only.
+            unsafe { *self.cross.add(g) = 0 };
+            match self.enter_granule(g) {
+                None => break Err(Stop::Bound),
+                Some(true) => dirty_end = run_end + GRANULE,
+                Some(false) => {}
+            }
+            run_end += GRANULE;
+        };
+        if result.is_ok() {
+            (run_end, dirty_end) = self.extend_ahead(run_end, dirty_end);
+        }
+        if dirty_end > self.zero_from.get() {
+            // Resident memory may hold old contents: not known to be zero.
+            self.zero_from.set(dirty_end);
+        }
+        self.run_end.set(run_end);
+        if run_end > self.used_end.get() {
+            self.used_end.set(run_end);
+        }
+        self.update_limit();
+        result
+    }
+
+    /// A run that reached what it needs goes on over up to [`RUN_AHEAD`] more granules that
+    /// are resident and free, within the capacity: the slow path then runs once per few
+    /// granules instead of once per granule, and its walk of the uncounted range finds more of
+    /// the blocks freed already (a tag flip each, never counted). Resident granules cost the
+    /// bound nothing; one that is pinned, not resident or past the capacity ends it. Returns
+    /// the new run end and dirty end.
+    #[inline]
+    fn extend_ahead(&self, mut run_end: usize, mut dirty_end: usize) -> (usize, usize) {
+        let ahead_end = (run_end + RUN_AHEAD * GRANULE)
+            .min(self.cap_end.get() & !(GRANULE - 1))
+            .min(self.committed_end.get());
+        while run_end < ahead_end {
+            let g = self.granule(run_end);
+            // SAFETY: granule of this slot (below `committed_end`); owner thread only.
+            if unsafe { *self.touched.add(g) } == 0 || self.live(g) != 0 {
+                break;
+            }
+            // As in `extend_run`: no live block starts here, so no crossing one.
+            // SAFETY: granule of this slot; owner thread only.
+            unsafe { *self.cross.add(g) = 0 };
+            run_end += GRANULE;
+            dirty_end = run_end;
+        }
+        (run_end, dirty_end)
+    }
+
+    /// Abandons the current run and starts an empty one at `at` (granule aligned).
+    pub(super) fn start_run(&self, at: usize) {
+        self.note_peak();
+        self.forget_hint_above(at);
+        // Only a jump past the highest top of the region is skipped memory: below it lies what
+        // the region covered already (a lap going round its own live blocks), which its peak
+        // counts once and must not discount.
+        self.skipped
+            .set(self.skipped.get() + at.saturating_sub(self.peak_top.get()));
+        self.lap_progress
+            .set(self.lap_progress.get() + (self.run_end.get() - self.run_start.get()));
+        self.run_id.set(self.run_id.get() + 1);
+        self.run_start.set(at);
+        self.run_end.set(at);
+        self.top.set(at);
+        self.below_top.set(self.no_link());
+        self.uncounted.set(at);
+        self.zero_from.set(at);
+        self.update_limit();
+    }
+
+    /// A run starts at `at`: a lap hint above it no longer holds, as blocks of the new run may
+    /// reach into or past the hint's granule (a lap starting there would start inside them).
+    #[inline]
+    pub(super) fn forget_hint_above(&self, at: usize) {
+        if at < self.lap_hint.get() {
+            self.lap_hint.set(0);
+        }
+    }
+
+    /// Commits memory so that at least `need_end` is accessible. Returns false when the slot is
+    /// exhausted or the kernel refuses.
+    pub(super) fn grow_commit(&self, need_end: usize) -> bool {
+        let committed_end = self.committed_end.get();
+        if need_end <= committed_end {
+            return true;
+        }
+        if need_end > self.slot_end {
+            return false;
+        }
+        let committed = committed_end - self.data_start;
+        // Process mode grows geometrically (half of what is committed, 64 KiB..64 MiB) so laps
+        // stay rare. Region mode commits what the overflow needs plus at most 1/16 (fewer
+        // mprotect calls in a first region full of small blocks) and resizes at the end.
+        let step = if self.recycle {
+            (committed / 2).clamp(GRANULE * 4, 64 << 20)
+        } else {
+            (committed / 16).clamp(GRANULE, 1 << 20)
+        };
+        let want = align_up(need_end.max(committed_end + step), GRANULE).min(self.slot_end);
+        let exact = align_up(need_end, GRANULE);
+        for target in [want, exact] {
+            // SAFETY: `[committed_end, target)` is granule aligned and inside our slot.
+            if unsafe { os::commit(committed_end, target - committed_end) } {
+                self.set_committed_end(target);
+                return true;
+            }
+        }
+        false
+    }
+
+    /// The fast path serves `[top, limit)`: the checked run up to the capacity, or nothing when
+    /// the user set size bounds.
+    #[inline]
+    pub(super) fn update_limit(&self) {
+        self.limit.set(self.fast_limit());
+    }
+
+    /// What `limit` must be: the run up to the capacity (or the whole run while the region
+    /// overflows), or 0 when the user set size bounds.
+    pub(super) fn fast_limit(&self) -> usize {
+        if self.bounded {
+            0
+        } else if self.overflowing.load(Ordering::Relaxed) {
+            self.run_end.get()
+        } else {
+            self.run_end.get().min(self.cap_end.get())
+        }
+    }
+
+    pub(super) fn set_capacity_end(&self, cap_end: usize) {
+        if cap_end != self.cap_end.get() {
+            self.resizes.add(1);
+        }
+        self.cap_end.set(cap_end);
+        self.capacity_bytes.set((cap_end - self.data_start) as u64);
+        self.update_limit();
+    }
+
+    /// Keeps `committed_end`, the `committed_bytes` figure and `plausible_slots` in step.
+    pub(super) fn set_committed_end(&self, end: usize) {
+        self.committed_end.set(end);
+        let bytes = end - self.data_start;
+        self.committed_bytes.set(bytes as u64);
+        self.plausible_slots.store(
+            bytes.saturating_sub(HEADER) >> MIN_ALIGN.trailing_zeros(),
+            Ordering::Relaxed,
+        );
+    }
+}

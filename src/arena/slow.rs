@@ -1,0 +1,138 @@
+//! The allocation slow path: what a request does when `[top, limit)` has no room for it (a new
+//! run, more committed memory, an overflow past the capacity), and the spill to the next
+//! allocator when the slot has none.
+
+use core::ptr;
+use core::sync::atomic::Ordering;
+
+use super::run::Stop;
+use super::Arena;
+use crate::layout::{align_up, block_align, GRANULE, HEADER, MIN_ALIGN};
+
+impl Arena {
+    /// Everything the fast path does not do: blocks that span granules, extending or starting
+    /// runs, overflow, spills, and the size bounds. `align` is at least `MIN_ALIGN`.
+    #[cold]
+    #[inline(never)]
+    pub fn alloc_slow(&self, size: usize, align: usize) -> *mut u8 {
+        self.flush_uncounted();
+        if !align.is_power_of_two() {
+            return ptr::null_mut();
+        }
+        let align = block_align(size, align.max(MIN_ALIGN));
+        if size < self.user_min_alloc || size > self.user_max_alloc || size == 0 {
+            return ptr::null_mut(); // the user's size bounds send it elsewhere: not an overflow
+        }
+        if align > self.slot_end - self.data_start || size > self.slot_end - self.data_start {
+            // No slot can ever hold it: the next allocator's job, and not a size to plan for.
+            self.overflow_allocs.add(1);
+            self.spilled_allocs.add(1);
+            return ptr::null_mut();
+        }
+        self.pending_bytes.set(size + HEADER);
+        self.look_at_remote_frees();
+        let mut wrapped = false;
+        let mut purged = false;
+        loop {
+            let p = align_up(self.top.get() + HEADER, align);
+            let end = p + size;
+            let new_top = align_up(end, MIN_ALIGN);
+            if new_top > self.slot_end {
+                // Not even the rest of the slot can take it.
+                if self.recycle && !wrapped && self.run_start.get() != self.data_start {
+                    self.wrap();
+                    wrapped = true;
+                    continue;
+                }
+                return self.spill(size);
+            }
+            if end > self.cap_end.get()
+                && !self.recycle
+                && !self.overflowing.load(Ordering::Relaxed)
+                && self.lap_once(&mut wrapped)
+            {
+                // A region about to outgrow its capacity laps first: what its dead temporaries
+                // left may hold the block, and then the work fits the capacity it planned.
+                continue;
+            }
+            if new_top <= self.run_end.get() {
+                if end > self.cap_end.get() {
+                    self.outgrow_capacity();
+                }
+                self.top.set(new_top);
+                self.update_limit();
+                // SAFETY: `[p - HEADER, end)` lies in the checked run `[top, run_end)`, and `top` is
+                // past it; the uncounted range was flushed at the start.
+                unsafe { self.count_block(p - HEADER, p + size) };
+                return p as *mut u8;
+            }
+            if self.dry.get() && self.dry_remote.get() == self.remote_bytes() {
+                // Nothing was freed since the last lap found no room: lapping again would
+                // only walk the same pinned granules.
+                return self.turn_away(size);
+            }
+            match self.extend_run(new_top) {
+                Ok(()) => {}
+                Err(Stop::Pinned(at)) => {
+                    let next = self.past_pins(at);
+                    if at == self.run_start.get() && at == self.lap_start() {
+                        // A lap found nothing free from its start to `next`.
+                        self.lap_hint.set(next);
+                        self.remote_at_hint.set(self.remote_bytes());
+                    }
+                    self.start_run(next);
+                }
+                Err(Stop::Uncommitted) => {
+                    // Before committing more, a lap looks for free memory behind the bump
+                    // pointer, in a region too (which is then past its planned capacity): a
+                    // region whose temporaries die out of order reuses their granules instead
+                    // of faulting in its whole volume.
+                    if !self.lap_once(&mut wrapped) && !self.grow_commit(new_top) {
+                        return self.spill(size);
+                    }
+                }
+                Err(Stop::Bound) => {
+                    // Growing is not allowed. The arena first looks for free resident memory
+                    // with a lap (in a region too: granule counts keep live blocks safe, and
+                    // temporaries freed out of order are then reused instead of new memory being
+                    // faulted in); then it gives back what is free and tries once more; if that
+                    // is not enough it is closed. The lap is taken even when the last one found
+                    // little, if the arena holds free memory enough for the request: the purge
+                    // would walk every granule too, and then fault that memory in again (a 200
+                    // MiB buffer freed below a live block and allocated again did).
+                    let room = self.resident() * GRANULE >= self.live_bytes() as usize + size;
+                    if !self.lap_once_if(&mut wrapped, room) {
+                        if purged || !self.make_room() {
+                            return self.turn_away(size);
+                        }
+                        purged = true;
+                    }
+                }
+            }
+        }
+    }
+
+    /// Records that `size` bytes had to be served by the next allocator.
+    #[cold]
+    pub(super) fn spill(&self, size: usize) -> *mut u8 {
+        self.overflow_allocs.add(1);
+        self.spilled_allocs.add(1);
+        self.spill_bytes.set(
+            self.spill_bytes
+                .get()
+                .saturating_add(size.saturating_add(HEADER)),
+        );
+        ptr::null_mut()
+    }
+
+    /// Allocations of this region since it first outgrew its capacity (any thread).
+    pub(super) fn overflow_in_region(&self) -> u64 {
+        if self.overflowing.load(Ordering::Relaxed) {
+            self.region_allocs
+                .get()
+                .saturating_sub(self.overflow_base.get())
+        } else {
+            0
+        }
+    }
+}

@@ -1,0 +1,65 @@
+//! The global mode (markers, process, off) and the foreign-free watch: the words the allocation
+//! and free paths test before anything else. A leaf: `options` sets them, `region`, `slab` and
+//! the front ends read them.
+
+use core::sync::atomic::{AtomicU8, Ordering};
+
+use crate::published::Published;
+
+/// How region markers are treated.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[repr(u8)]
+pub enum RegionMode {
+    /// Markers decide (the default).
+    Markers = 0,
+    /// Every thread is inside a region from its start.
+    Process = 1,
+    /// Markers are ignored; everything passes through.
+    Off = 2,
+}
+
+/// `MODE_*` bits: zero means "markers decide" and lets the pass-through path skip any work.
+pub(crate) static MODE: AtomicU8 = AtomicU8::new(MODE_UNINIT);
+pub(crate) const MODE_MARKERS: u8 = 0;
+pub(crate) const MODE_UNINIT: u8 = 1;
+pub(crate) const MODE_PROCESS: u8 = 2;
+pub(crate) const MODE_OFF: u8 = 4;
+/// Modes the pass-through allocation path must look at.
+pub(crate) const MODE_ATTENTION: u8 = MODE_UNINIT | MODE_PROCESS;
+
+/// Frees that go to the next allocator need a look when this is not zero: `WATCH_PROCESS`
+/// while the mode is process mode (they are sampled), `WATCH_FRONT_END` once a front end asked
+/// (it served blocks itself that must not reach the next allocator). Zero otherwise, so the
+/// pass-through `free` costs one load and one test beyond the range check (the preload
+/// library's `free` reads it from assembly, hence public, read-only outside the crate).
+pub static FOREIGN_WATCH: Published<AtomicU8> = Published::new(AtomicU8::new(0));
+pub(crate) const WATCH_PROCESS: u8 = 1;
+pub(crate) const WATCH_FRONT_END: u8 = 2;
+/// The small-block heap (slab.rs) exists: its blocks must not reach the next allocator.
+pub(crate) const WATCH_SLAB: u8 = 4;
+
+/// Called when the small-block heap makes its reservation, before its first block is handed out.
+pub(crate) fn watch_slab_frees() {
+    FOREIGN_WATCH
+        .atomic()
+        .fetch_or(WATCH_SLAB, Ordering::Relaxed);
+}
+
+/// Called by [`options::set`](crate::options::set).
+pub(crate) fn mode_changed(m: RegionMode) {
+    let bits = match m {
+        RegionMode::Markers => MODE_MARKERS,
+        RegionMode::Process => MODE_PROCESS,
+        RegionMode::Off => MODE_OFF,
+    };
+    MODE.store(bits, Ordering::Relaxed);
+    if bits & MODE_PROCESS != 0 {
+        FOREIGN_WATCH
+            .atomic()
+            .fetch_or(WATCH_PROCESS, Ordering::Relaxed);
+    } else {
+        FOREIGN_WATCH
+            .atomic()
+            .fetch_and(!WATCH_PROCESS, Ordering::Relaxed);
+    }
+}
