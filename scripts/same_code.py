@@ -24,7 +24,7 @@ HASH_LEGACY = re.compile(r"17h[0-9a-f]{16}E")
 HASH_DEMANGLED = re.compile(r"::h[0-9a-f]{16}")
 ANON = re.compile(r"anon\.[0-9a-f]+\.[0-9]+")
 # A method of an `impl` block in a child module demangles as `parent::child::<impl Type>::f`.
-SPLIT_IMPL = re.compile(r"[\w:]+::<impl ([\w:]+)>::")
+SPLIT_IMPL = re.compile(r"[\w:]+::<impl ([\w:]+(?:<[^<>]*>)?)>::")
 ADDR_TARGET = re.compile(r"\b[0-9a-f]+ <")
 RIP = re.compile(r"-?0x[0-9a-f]+\(%rip\)")
 COMMENT = re.compile(r"\s+# [0-9a-f]+ (<.*>)?$")
@@ -98,8 +98,18 @@ def main() -> int:
     lone_new = defaultdict(list)
     for k in sym_new - sym_old:
         lone_new[leaf(k)].append(k)
-    moved = {lone_new[l][0]: v[0] for l, v in lone_old.items()
-             if len(v) == 1 and len(lone_new.get(l, [])) == 1}
+    moved = {}
+    for l, olds in lone_old.items():
+        news = lone_new.get(l, [])
+        if len(olds) == 1 and len(news) == 1:
+            moved[news[0]] = olds[0]
+            continue
+        # Several with the same last component: the move that added one module to the path.
+        for n in news:
+            parts = n.split("::")
+            hits = [o for o in olds if o in ("::".join(parts[:i] + parts[i + 1:]) for i in range(len(parts) - 1))]
+            if len(hits) == 1:
+                moved[n] = hits[0]
     if moved:
         pat = re.compile(r"<(" + "|".join(re.escape(k) for k in moved) + r")([+>])")
         new = {moved.get(k, k): sorted(pat.sub(lambda m: "<" + moved[m.group(1)] + m.group(2), b)
