@@ -1,6 +1,6 @@
 //! The router: decides, per call, whether the resize arena or the next allocator serves it (in
 //! process mode, the small blocks the predictor routes away from the arena go to the
-//! small-block heap of slab.rs instead of the next allocator).
+//! small-block heap of slab/ instead of the next allocator).
 //! Both front ends (`ResizeAlloc` in Rust, `libresizealloc.so` for C) sit on these functions,
 //! and each brings its own "next allocator".
 //!
@@ -106,7 +106,7 @@ pub fn alloc_slow_at(size: usize, align: usize, site: usize) -> *mut u8 {
         return ptr::null_mut();
     }
     // SAFETY: our own arena; size and align checked above.
-    unsafe { (*a).alloc_predicted(size, align, site, false) }
+    unsafe { (*a).alloc_predicted(size, align, site, false, reservation::expire_unowned_if_due) }
 }
 
 /// The common cases of the [`Route::Predict`] path, calling nothing (see
@@ -145,7 +145,9 @@ pub unsafe fn alloc_predicted_general(size: usize, align: usize, site: usize) ->
         return ptr::null_mut();
     }
     // SAFETY: our own arena; size >= 1 and a power-of-two align are the callers' obligations.
-    unsafe { (*a).alloc_predicted_general(size, align, site, false) }
+    unsafe {
+        (*a).alloc_predicted_general(size, align, site, false, reservation::expire_unowned_if_due)
+    }
 }
 
 /// Like [`alloc`], for memory that must read as zero (`calloc`, `alloc_zeroed`): the arena
@@ -166,7 +168,15 @@ pub unsafe fn alloc_zeroed(size: usize, align: usize, site: usize) -> *mut u8 {
         return ptr::null_mut();
     }
     // SAFETY: as above.
-    unsafe { (*a).alloc_predicted(size, align.max(MIN_ALIGN), site, true) }
+    unsafe {
+        (*a).alloc_predicted(
+            size,
+            align.max(MIN_ALIGN),
+            site,
+            true,
+            reservation::expire_unowned_if_due,
+        )
+    }
 }
 
 /// The arena of a thread whose allocations go through the predictor, joining process mode on
@@ -219,7 +229,7 @@ pub fn watch_foreign_frees() {
         .fetch_or(mode::WATCH_FRONT_END, Ordering::Relaxed);
 }
 
-/// A block of `size` bytes from the calling thread's small-block heap (slab.rs): where
+/// A block of `size` bytes from the calling thread's small-block heap (slab/): where
 /// allocations the predictor sends away from the arena go when they are small. Null when
 /// `size` is 0 or above [`slab::MAX_SMALL`], or no heap or page can be had: the caller then uses
 /// the next allocator.

@@ -921,7 +921,7 @@ mod model {
             }
             Op::Predicted { size, site, zeroed } => {
                 // SAFETY: owner thread, size >= 1, align 16.
-                let p = unsafe { a.alloc_predicted(size, 16, site, zeroed) };
+                let p = unsafe { a.alloc_predicted(size, 16, site, zeroed, || {}) };
                 if !p.is_null() {
                     if zeroed {
                         // SAFETY: fresh block of `size` bytes.
@@ -1240,9 +1240,9 @@ fn a_site_whose_blocks_outlive_a_lap_is_learned_long_whatever_the_loop_period() 
     let mut long_after = None;
     for i in 0..40_000usize {
         // SAFETY: owner thread, size >= 1, align 16.
-        let t = unsafe { a.alloc_predicted(64 + i % 512, 16, site_b, false) };
+        let t = unsafe { a.alloc_predicted(64 + i % 512, 16, site_b, false, || {}) };
         // SAFETY: as above.
-        let p = unsafe { a.alloc_predicted(100, 16, site_a, false) };
+        let p = unsafe { a.alloc_predicted(100, 16, site_a, false, || {}) };
         if !p.is_null() {
             kept.push(p);
         }

@@ -270,13 +270,14 @@ impl Arena {
     /// that no free reported (blocks that went back to the bump pointer before they were ever
     /// counted). Without it, a 200 MiB block freed at the top of the run stayed resident while
     /// the thread went on with small blocks (glibc unmaps it). Also gives back what arenas of
-    /// exited threads kept for the delay, once it is over.
+    /// exited threads kept for the delay, once it is over (`on_look`, from the router: the slot
+    /// table is the reservation's, a layer above the arena).
     #[cold]
     #[inline(never)]
-    pub(super) fn periodic_look(&self) {
+    pub(super) fn periodic_look(&self, on_look: impl FnOnce()) {
         self.look_countdown.set(LOOK_EVERY);
         // Arenas of exited threads wait for the same delay (see `prepare_orphan`).
-        crate::reservation::expire_unowned_if_due();
+        on_look();
         if !self.recycle {
             return;
         }

@@ -50,6 +50,10 @@ impl Arena {
     /// null when the site is predicted long-lived (the next allocator serves it) or the arena
     /// declines. Samples one allocation in `SAMPLE_EVERY`, and probes long sites.
     ///
+    /// `on_look` runs at each periodic look ([`Arena::periodic_look`]): the work the layer above
+    /// does at the same pace (the router passes `reservation::expire_unowned_if_due`). A function
+    /// item, so it costs no load and no call of its own.
+    ///
     /// # Safety
     /// As [`Arena::alloc`].
     #[inline(always)]
@@ -59,6 +63,7 @@ impl Arena {
         align: usize,
         site: usize,
         zeroed: bool,
+        on_look: impl FnOnce(),
     ) -> *mut u8 {
         // SAFETY: forwarded obligations.
         match unsafe { self.try_alloc_predicted_fast(size, align, site, zeroed) } {
@@ -67,7 +72,7 @@ impl Arena {
             Predicted::General => {}
         }
         // SAFETY: forwarded obligations.
-        unsafe { self.alloc_predicted_general(size, align, site, zeroed) }
+        unsafe { self.alloc_predicted_general(size, align, site, zeroed, on_look) }
     }
 
     /// The common cases of [`Arena::alloc_predicted`], calling nothing, when no sweep and no
@@ -129,7 +134,7 @@ impl Arena {
     }
 
     /// [`Arena::alloc_predicted`] in full: the clock and the sweep, long sites and their probes,
-    /// sampling, and the slow path.
+    /// sampling, and the slow path. `on_look` as there.
     ///
     /// # Safety
     /// As [`Arena::alloc`].
@@ -140,9 +145,10 @@ impl Arena {
         align: usize,
         site: usize,
         zeroed: bool,
+        on_look: impl FnOnce(),
     ) -> *mut u8 {
         if self.look_countdown.get() <= 1 {
-            self.periodic_look();
+            self.periodic_look(on_look);
         }
         if self.small_heap_takes(size) {
             return ptr::null_mut(); // the small-block heap's (see `try_alloc_predicted_fast`)
