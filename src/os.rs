@@ -68,7 +68,7 @@ pub unsafe fn release(addr: usize, len: usize) {
 /// The range is page aligned and lies inside a mapping made by [`reserve`].
 pub unsafe fn commit(addr: usize, len: usize) -> bool {
     debug_assert!(
-        addr % PAGE == 0 && len % PAGE == 0,
+        addr.is_multiple_of(PAGE) && len.is_multiple_of(PAGE),
         "commit of unaligned range {addr:#x}+{len:#x}"
     );
     // A refusal is not the program's error: the request then goes to the next allocator, which
@@ -102,7 +102,7 @@ pub unsafe fn commit(addr: usize, len: usize) -> bool {
 #[must_use]
 pub unsafe fn discard(addr: usize, len: usize) -> bool {
     debug_assert!(
-        addr % PAGE == 0 && len % PAGE == 0,
+        addr.is_multiple_of(PAGE) && len.is_multiple_of(PAGE),
         "discard of unaligned range {addr:#x}+{len:#x}"
     );
     // SAFETY: errno's location is always valid for the calling thread.

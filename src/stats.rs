@@ -91,7 +91,7 @@ pub struct MemoryStats {
     pub sites_long_now: u64,
 }
 
-/// The small-block heap (see `slab.rs`), where process mode sends every small block.
+/// The small-block heap (see `slab/`), where process mode sends every small block.
 /// Appended last, like [`MemoryStats`].
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 #[repr(C)]
@@ -160,10 +160,9 @@ pub fn stats() -> Stats {
         thread_live: mine.live_bytes,
         process_resident: resident,
         process_live: live.live_bytes,
-        efficiency_permille: if resident == 0 {
-            1000
-        } else {
-            (live.live_bytes.min(resident) * 1000) / resident
+        efficiency_permille: match resident {
+            0 => 1000,
+            r => live.live_bytes.min(r) * 1000 / r,
         },
         granules_given_back: live.given_back_granules + retired.given_back_granules,
         bound_closures: live.bound_closures + retired.bound_closures,

@@ -1,4 +1,4 @@
-//! The small-block heap (src/slab.rs) through the router's functions, as the preload library
+//! The small-block heap (src/slab/) through the router's functions, as the preload library
 //! uses it: blocks freed on their own thread and on others, full pages taken back or detached,
 //! pages left by exited threads, memory given back, and a property test against a shadow model.
 

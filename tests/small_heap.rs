@@ -1,4 +1,4 @@
-//! The Rust front end in process mode: small requests come from the small-block heap (slab.rs),
+//! The Rust front end in process mode: small requests come from the small-block heap (slab/),
 //! as in `libresizealloc.so`, and its blocks are freed, grown, shrunk and zeroed through
 //! `ResizeAlloc` on any thread. Its own binary: it switches the whole process to process mode.
 
@@ -57,7 +57,7 @@ fn process_mode_serves_small_requests_from_the_small_block_heap() {
         let layout = Layout::from_size_align(100, 64).unwrap();
         // SAFETY: a valid layout; freed below with it.
         let p = unsafe { A.alloc(layout) };
-        assert!(!p.is_null() && p as usize % 64 == 0 && !is_small_heap(p));
+        assert!(!p.is_null() && (p as usize).is_multiple_of(64) && !is_small_heap(p));
         // SAFETY: allocated above with this layout.
         unsafe { A.dealloc(p, layout) };
 

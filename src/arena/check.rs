@@ -104,7 +104,10 @@ impl Arena {
         if run_end > self.committed_end.get() || self.committed_end.get() > self.slot_end {
             return Err("run or commit past the slot");
         }
-        if top % MIN_ALIGN != 0 || run_end % GRANULE != 0 || self.cap_end.get() % GRANULE != 0 {
+        if top % MIN_ALIGN != 0
+            || run_end % GRANULE != 0
+            || !self.cap_end.get().is_multiple_of(GRANULE)
+        {
             return Err("misaligned bump pointer or boundary");
         }
         if self.limit.get() != self.fast_limit() {

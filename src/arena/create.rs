@@ -37,7 +37,7 @@ impl Arena {
         cfg: ArenaConfig,
     ) -> Option<&'static Arena> {
         let meta = Self::metadata_bytes(slot_size);
-        debug_assert!(slot_size.is_power_of_two() && slot_base % slot_size == 0);
+        debug_assert!(slot_size.is_power_of_two() && slot_base.is_multiple_of(slot_size));
         if slot_size > MAX_SLOT {
             return None;
         }

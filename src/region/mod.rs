@@ -80,7 +80,7 @@ mod exit_hook {
 
     /// The key's value of a thread that has a small-block heap and no arena: not null, so that
     /// the destructor runs, and never an arena's address.
-    const NO_ARENA: *mut libc::c_void = 1 as *mut libc::c_void;
+    const NO_ARENA: *mut libc::c_void = core::ptr::without_provenance_mut(1);
 
     pub(super) fn arm_without_arena() {
         let k = KEY.load(Ordering::Acquire);

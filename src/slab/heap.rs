@@ -89,6 +89,9 @@ pub(crate) fn acquire_heap() -> *mut Heap {
             let b = (!*bits).trailing_zeros() as usize;
             *bits |= 1 << b;
             let h = &HEAPS.heaps[w * 64 + b];
+            // One index into three tables (an iterator over `CLASS_SIZE` lost the compiler's
+            // knowledge that no class size is 0, and with it the divide's zero test).
+            #[allow(clippy::needless_range_loop)]
             for c in 0..CLASSES {
                 h.current[c].set(empty_page());
                 let limit = (CACHE_BYTES / CLASS_SIZE[c] as usize).clamp(4, 64);
