@@ -8,12 +8,28 @@ cargo build --workspace --all-targets
 # The core crate once more with the full arena walk after every operation.
 cargo test -p resizealloc --features check-invariants --tests
 cargo test --workspace
-# libresizealloc.so's tests once more, with the library built with the core crate's
-# check-invariants feature (in its own target directory, so that the two builds do not undo
-# each other): the arena walk after every operation of its Rust paths also checks what the
-# assembly fast paths of malloc and free (preload/src/malloc.rs) left behind.
-CARGO_TARGET_DIR=target/invariants cargo build -p resizealloc-preload --features resizealloc/check-invariants
-RESIZEALLOC_SO="$PWD/target/invariants/debug/libresizealloc.so" cargo test -p resizealloc-preload
+# libresizealloc.so's tests once more, with the library built with check-invariants (in its
+# own target directory, so that the builds do not undo each other): the arena walk runs after
+# every operation of its Rust paths, and the assembly paths of malloc and free
+# (preload/src/entry_x86_64.rs) exit through it too.
+CARGO_TARGET_DIR=target/invariants cargo build -p resizealloc-preload --features check-invariants
+INVARIANTS_SO="$PWD/target/invariants/debug/libresizealloc.so"
+for f in malloc:checked_malloc_exit free:checked_free_exit; do
+    objdump -d --no-show-raw-insn "$INVARIANTS_SO" | awk "/<${f%%:*}>:\$/,/^\$/" | grep -q "${f#*:}" \
+        || { echo "the check-invariants build's ${f%%:*} does not exit through ${f#*:}"; exit 1; }
+done
+RESIZEALLOC_SO="$INVARIANTS_SO" cargo test -p resizealloc-preload
+# And a third time with the Rust twins of the assembly paths: the tls-thread-local build keeps
+# the thread state in thread_local!, so malloc and free are the Rust ones of preload/src/entry.rs
+# and malloc.rs (what every target but x86-64 Linux runs).
+CARGO_TARGET_DIR=target/twins cargo build -p resizealloc-preload --features tls-thread-local
+TWINS_SO="$PWD/target/twins/debug/libresizealloc.so"
+if objdump -d --no-show-raw-insn "$TWINS_SO" | awk '/<malloc>:$/,/^$/' | grep -q '%fs:'; then
+    echo "the tls-thread-local build's malloc is the assembly one"; exit 1
+fi
+RESIZEALLOC_SO="$TWINS_SO" cargo test -p resizealloc-preload
+# Lints: clippy on every target of both crates, warnings as errors.
+cargo clippy --workspace --all-targets -- -D warnings
 # The API docs build without a broken link (the two crates one at a time: their libraries share
 # a name, so their docs share a folder).
 RUSTDOCFLAGS="-D warnings" cargo doc --no-deps -p resizealloc

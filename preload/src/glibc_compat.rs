@@ -3,7 +3,7 @@
 //!
 //! * `__libc_malloc`, `__libc_free`, `__libc_calloc`, `__libc_realloc`, `__libc_memalign`,
 //!   `__libc_valloc`, `__libc_pvalloc`: glibc's own names for the family. They are the exported
-//!   functions of `malloc.rs` under another name, so a block from one name can be freed by any
+//!   functions of `entry.rs` and `malloc.rs` under another name, so a block from one name can be freed by any
 //!   other (without them, `__libc_free` of an arena block reached glibc and aborted). mimalloc
 //!   and tcmalloc export these names too.
 //! * `mallinfo2`, `mallinfo`: the next allocator's figures plus the arenas' committed memory,
@@ -16,16 +16,19 @@
 //! the program's own call (never from inside an allocation); one that does not exist is
 //! answered as if it reported nothing. Nothing here panics; the text is formatted on the stack.
 
-use core::ffi::{c_char, c_int, c_void, CStr};
+use core::ffi::{c_char, c_int, c_void};
 use core::fmt::Write;
-use core::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 
+use crate::entry;
 use crate::malloc;
-use crate::real;
+use crate::real::{
+    next_mallinfo2, Mallinfo, Mallinfo2, TrimFn, NEXT_MALLOC_INFO, NEXT_MALLOC_STATS,
+    NEXT_MALLOC_TRIM,
+};
 
 // ------------------------------------------------------------------------------ __libc_*
 
-malloc::with_site! {
+entry::with_site! {
     /// `__libc_malloc`: `malloc`.
     fn __libc_malloc(size: usize) => malloc::malloc_at, "rsi"
 }
@@ -33,17 +36,17 @@ malloc::with_site! {
 /// `__libc_free`: `free` (arena blocks included).
 #[no_mangle]
 pub extern "C" fn __libc_free(p: *mut c_void) {
-    malloc::free(p)
+    entry::free(p)
 }
 
-malloc::with_site! {
+entry::with_site! {
     /// `__libc_calloc`: `calloc`.
     fn __libc_calloc(n: usize, size: usize) => malloc::calloc_at, "rdx"
 }
 
-malloc::with_site! {
+entry::with_site! {
     /// `__libc_realloc`: `realloc`.
-    fn __libc_realloc(p: *mut c_void, size: usize) => malloc::realloc_at, "rdx"
+    fn __libc_realloc(p: *mut c_void, size: usize) => crate::realloc::realloc_at, "rdx"
 }
 
 /// `__libc_memalign`: `memalign`.
@@ -64,120 +67,7 @@ pub extern "C" fn __libc_pvalloc(size: usize) -> *mut c_void {
     malloc::pvalloc(size)
 }
 
-// ------------------------------------------------------------------------------ the next one
-
-/// A function of the next allocator, looked up by name on first use.
-struct NextFn {
-    name: &'static CStr,
-    /// 0: not looked up yet; `ABSENT`: the next objects do not define it; else its address.
-    addr: AtomicUsize,
-}
-
-const ABSENT: usize = 1;
-
-impl NextFn {
-    const fn new(name: &'static CStr) -> Self {
-        NextFn {
-            name,
-            addr: AtomicUsize::new(0),
-        }
-    }
-
-    /// The function's address, or `None` when the next objects do not define it. Two threads
-    /// may both look it up the first time; they store the same answer.
-    fn get(&self) -> Option<*mut c_void> {
-        let mut a = self.addr.load(Ordering::Acquire);
-        if a == 0 {
-            // SAFETY: an RTLD_NEXT lookup of a NUL-terminated name, made from this library (so
-            // "next" means after libresizealloc.so), outside any allocator internals: `dlsym`
-            // may allocate through us, which is fine here.
-            let p = unsafe { libc::dlsym(libc::RTLD_NEXT, self.name.as_ptr()) };
-            a = if p.is_null() { ABSENT } else { p as usize };
-            self.addr.store(a, Ordering::Release);
-        }
-        (a != ABSENT).then_some(a as *mut c_void)
-    }
-}
-
-static NEXT_MALLINFO2: NextFn = NextFn::new(c"mallinfo2");
-static NEXT_MALLINFO: NextFn = NextFn::new(c"mallinfo");
-static NEXT_MALLOC_TRIM: NextFn = NextFn::new(c"malloc_trim");
-static NEXT_MALLOC_STATS: NextFn = NextFn::new(c"malloc_stats");
-static NEXT_MALLOC_INFO: NextFn = NextFn::new(c"malloc_info");
-
-/// Looks up, from the library's constructor, the next allocator's functions that process mode
-/// may call from inside `free` (`sample_next_free`), so that no `dlsym` ever runs there.
-pub fn resolve_early() {
-    let _ = (
-        NEXT_MALLINFO2.get(),
-        NEXT_MALLINFO.get(),
-        NEXT_MALLOC_TRIM.get(),
-    );
-}
-
 // ------------------------------------------------------------------------------ mallinfo
-
-/// glibc's `struct mallinfo2` (2.33 and later).
-#[repr(C)]
-#[derive(Clone, Copy, Default)]
-pub struct Mallinfo2 {
-    pub arena: usize,
-    pub ordblks: usize,
-    pub smblks: usize,
-    pub hblks: usize,
-    pub hblkhd: usize,
-    pub usmblks: usize,
-    pub fsmblks: usize,
-    pub uordblks: usize,
-    pub fordblks: usize,
-    pub keepcost: usize,
-}
-
-/// glibc's `struct mallinfo`: the same fields as `int`.
-#[repr(C)]
-#[derive(Clone, Copy, Default)]
-pub struct Mallinfo {
-    pub arena: c_int,
-    pub ordblks: c_int,
-    pub smblks: c_int,
-    pub hblks: c_int,
-    pub hblkhd: c_int,
-    pub usmblks: c_int,
-    pub fsmblks: c_int,
-    pub uordblks: c_int,
-    pub fordblks: c_int,
-    pub keepcost: c_int,
-}
-
-type Mallinfo2Fn = unsafe extern "C" fn() -> Mallinfo2;
-type MallinfoFn = unsafe extern "C" fn() -> Mallinfo;
-
-/// The next allocator's figures: its `mallinfo2`, else its `mallinfo` widened (glibc's `int`
-/// fields are truncated sizes, so they are read as unsigned), else zeros.
-fn next_mallinfo2() -> Mallinfo2 {
-    if let Some(f) = NEXT_MALLINFO2.get() {
-        // SAFETY: the next object's `mallinfo2`, which has this signature.
-        return unsafe { core::mem::transmute::<*mut c_void, Mallinfo2Fn>(f)() };
-    }
-    let Some(f) = NEXT_MALLINFO.get() else {
-        return Mallinfo2::default();
-    };
-    // SAFETY: the next object's `mallinfo`, which has this signature.
-    let m = unsafe { core::mem::transmute::<*mut c_void, MallinfoFn>(f)() };
-    let w = |v: c_int| v as u32 as usize;
-    Mallinfo2 {
-        arena: w(m.arena),
-        ordblks: w(m.ordblks),
-        smblks: w(m.smblks),
-        hblks: w(m.hblks),
-        hblkhd: w(m.hblkhd),
-        usmblks: w(m.usmblks),
-        fsmblks: w(m.fsmblks),
-        uordblks: w(m.uordblks),
-        fordblks: w(m.fordblks),
-        keepcost: w(m.keepcost),
-    }
-}
 
 /// `mallinfo2(3)`: the next allocator's figures plus the arenas'. Every arena (live, or kept by
 /// an exited thread's live blocks) counts as one mmapped region in `hblks`, and its resident
@@ -224,8 +114,6 @@ pub extern "C" fn mallinfo() -> Mallinfo {
 
 // ------------------------------------------------------------------------------ malloc_trim
 
-type TrimFn = unsafe extern "C" fn(usize) -> c_int;
-
 /// `malloc_trim(3)`: gives back what the calling thread's arena does not need (the core trims
 /// one thread's arena at a time; `pad` does not apply to it), then calls the next allocator's
 /// `malloc_trim(pad)`. Returns 1 when either released memory, else 0.
@@ -240,109 +128,6 @@ pub extern "C" fn malloc_trim(pad: usize) -> c_int {
         None => false,
     };
     c_int::from(ours || theirs)
-}
-
-// ------------------------------------------------------------------------------ process mode
-
-/// Free bytes the next allocator may keep before process mode asks it to trim.
-const NEXT_FREE_LIMIT: usize = 32 << 20;
-/// Estimated bytes freed to the next allocator so far (sampled, process mode).
-static NEXT_FREED: AtomicU64 = AtomicU64::new(0);
-/// `NEXT_FREED` and the bytes process mode had sent to the next allocator at the last look.
-static LOOKED_FREED: AtomicU64 = AtomicU64::new(0);
-static LOOKED_SENT: AtomicU64 = AtomicU64::new(0);
-
-/// Process mode sends long-lived blocks to the next allocator, so a phase of long-lived data is
-/// freed into glibc's heap, which returns memory only from its top: a few small blocks above
-/// a freed 500 MB phase keep all of it resident.
-///
-/// One free to the next allocator in 16 (`router::note_next_free`) is measured here
-/// (`malloc_usable_size`), and threads add up their estimates in 4 MiB batches. When 32 MiB more
-/// have been freed to it than process mode sent it since the last time allocation caught up
-/// with the frees, the heap may hold a freed phase: then, and only then, a give-back is asked
-/// for ([`give_back`], run when allocation resumes). Steady churn frees what it allocates and
-/// never gets there.
-#[cold]
-#[inline(never)]
-pub fn sample_next_free(p: *mut c_void) {
-    if real::is_boot(p) {
-        return;
-    }
-    let bytes = real::usable_size(p) as u64 * resizealloc::region::NEXT_FREE_SAMPLE as u64;
-    let Some(batch) = resizealloc::region::add_next_freed(bytes) else {
-        return;
-    };
-    let freed = NEXT_FREED.fetch_add(batch, Ordering::Relaxed) + batch;
-    // No `stats()` here (it takes the slot-table lock, which a free between fork's prepare and
-    // child handlers would wait on forever): the arenas publish what they send lock-free.
-    let sent = resizealloc::arena::bytes_sent_to_next();
-    let freed_since = freed.saturating_sub(LOOKED_FREED.load(Ordering::Relaxed));
-    let sent_since = sent.saturating_sub(LOOKED_SENT.load(Ordering::Relaxed));
-    if freed_since <= sent_since || freed_since - sent_since >= NEXT_FREE_LIMIT as u64 {
-        // Allocation caught up with the frees (steady churn: start counting again), or 32 MiB
-        // net have been freed since it last did (a phase is ending: look).
-        LOOKED_FREED.store(freed, Ordering::Relaxed);
-        LOOKED_SENT.store(sent, Ordering::Relaxed);
-    }
-    if freed_since < sent_since + NEXT_FREE_LIMIT as u64 {
-        return;
-    }
-    // The heap may hold a freed phase. Look and give back at the next allocation instead
-    // (`run_pending_give_back`): by then the burst of frees is over and glibc has coalesced
-    // its free chunks, so that one `malloc_trim` gives them back in a few `madvise` calls.
-    // Trimmed while the frees go on, every look re-walked and every trim re-`madvise`d
-    // thousands of fragments (7,484 `madvise` calls for a 250 MB phase freed in random order,
-    // 14% of its time). Frees that go on for `RESIZEALLOC_GIVE_BACK_AFTER` more bytes (1 GiB)
-    // with no allocation in between give back from here. (At 256 MiB, a 500 MB phase freed in
-    // random order gave back halfway through its frees: the trim `madvise`d thousands of
-    // fragments, glibc's coalescing then faulted some of them in again, and the phase took
-    // 1.13-1.17x glibc's time, against 1.00x when the give-back waited for the next allocation.)
-    let asked = GIVE_BACK_ASKED_AT.load(Ordering::Relaxed);
-    if asked == 0 {
-        GIVE_BACK_ASKED_AT.store(freed, Ordering::Relaxed);
-    } else if freed.saturating_sub(asked) >= resizealloc::options::give_back_after() as u64 {
-        give_back();
-    }
-}
-
-/// `NEXT_FREED` when process mode asked for a give-back that has not run yet; 0: none pending.
-/// (`NEXT_FREED` is at least 32 MiB by then, never 0.)
-static GIVE_BACK_ASKED_AT: AtomicU64 = AtomicU64::new(0);
-
-/// Runs the give-back process mode asked for, if one is pending: called where allocation
-/// resumes (the predicted path's general case, which samples and probes reach from every site
-/// of a size the arena may serve, and every small request). One relaxed load when none is.
-#[inline(always)]
-pub fn run_pending_give_back() {
-    if give_back_pending() {
-        give_back();
-    }
-}
-
-/// Whether a give-back is pending (one relaxed load).
-#[inline(always)]
-pub fn give_back_pending() -> bool {
-    GIVE_BACK_ASKED_AT.load(Ordering::Relaxed) != 0
-}
-
-/// Reads the next allocator's figures (`mallinfo2` walks its free chunks) and, when it holds
-/// more than 32 MiB free and more than a quarter of what it has in use (the memory bound's
-/// margin: glibc holding that much free is what the heap keeps it from reusing), asks it to
-/// give free pages back (`malloc_trim(0)`, which `madvise`s the free chunks inside the heap
-/// too).
-#[cold]
-#[inline(never)]
-fn give_back() {
-    if GIVE_BACK_ASKED_AT.swap(0, Ordering::AcqRel) == 0 {
-        return; // another thread took it
-    }
-    let m = next_mallinfo2();
-    if m.fordblks > NEXT_FREE_LIMIT && m.fordblks > m.uordblks / 4 {
-        if let Some(f) = NEXT_MALLOC_TRIM.get() {
-            // SAFETY: the next object's `malloc_trim`, which has this signature.
-            unsafe { core::mem::transmute::<*mut c_void, TrimFn>(f)(0) };
-        }
-    }
 }
 
 // ------------------------------------------------------------------------------ reports
@@ -524,7 +309,7 @@ pub unsafe extern "C" fn malloc_info(options: c_int, fp: *mut libc::FILE) -> c_i
                 None => put(fp, doc),
             }
         }
-        malloc::free(buf.cast());
+        entry::free(buf.cast());
         r
     }
 }

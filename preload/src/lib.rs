@@ -3,12 +3,20 @@
 //! resize arena; everything else goes to the next allocator in the chain (glibc, or whatever
 //! comes after us in `LD_PRELOAD`).
 //!
-//! * `malloc.rs`: the exported malloc family;
-//! * `real.rs`: finding the next allocator, and the bootstrap buffer;
+//! Modules, each importing only from those below it:
+//!
+//! * `entry.rs`: the exports that take the caller's site (`calloc`, `realloc`, and `malloc`
+//!   where it is not the assembly one), `cfree`, and the `free` every other module calls;
+//! * `glibc_compat.rs`: glibc's extensions (`__libc_*`, `mallinfo2`, `malloc_trim`, reports);
+//! * `realloc.rs`: the `realloc` family;
+//! * `entry_x86_64.rs`: all of the library's assembly: the `malloc` and `free` entry points,
+//!   the site stubs, the `dlsym` override;
+//! * `malloc.rs`: the Rust paths of the malloc family (and the Rust twin of `free`);
+//! * `give_back.rs`: process mode's give-back of the next allocator's free memory;
+//! * `real.rs`: finding the next allocator and its extensions, and the bootstrap buffer;
 //! * `capi.rs`: the C API of `include/resizealloc.h`;
 //! * `report.rs`: stderr output without allocating;
-//! * `cuda/`: the CUDA driver and runtime hooks in front of the device pools, and the `dlsym`
-//!   override;
+//! * `cuda/`: the CUDA driver and runtime hooks in front of the device pools;
 //! * this file: the constructor (options, exit summary, fork handlers).
 
 #![deny(clippy::undocumented_unsafe_blocks)]
@@ -17,9 +25,14 @@
 mod capi;
 #[cfg(target_arch = "x86_64")]
 mod cuda;
+mod entry;
+#[cfg(target_arch = "x86_64")]
+mod entry_x86_64;
+mod give_back;
 mod glibc_compat;
 mod malloc;
 mod real;
+mod realloc;
 mod report;
 
 use resizealloc::options;
@@ -41,7 +54,7 @@ extern "C" fn init() {
     // still using it ("malloc assertion failure in __malloc_arena_thread_freeres"). One call
     // here, on the main thread at load time, keeps glibc's count right.
     real::free(real::malloc(1));
-    glibc_compat::resolve_early();
+    real::resolve_early();
     // SAFETY: registering handlers with the right signatures; they never unwind.
     unsafe {
         resizealloc::fork::register_handlers();

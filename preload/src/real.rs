@@ -6,7 +6,7 @@
 //! bump. Bootstrap blocks are never given to the next allocator: `free` ignores them, `realloc`
 //! copies them out.
 
-use core::ffi::c_void;
+use core::ffi::{c_int, c_void, CStr};
 use core::sync::atomic::{AtomicPtr, AtomicU8, AtomicUsize, Ordering};
 
 use resizealloc::os;
@@ -256,3 +256,118 @@ pub fn usable_size(p: *mut c_void) -> usize {
     // SAFETY: `p` came from the next allocator.
     unsafe { core::mem::transmute::<*mut c_void, UsableFn>(f)(p) }
 }
+
+// ------------------------------------------------------------------------------ glibc's extensions
+
+/// A function of the next allocator, looked up by name on first use.
+pub(crate) struct NextFn {
+    name: &'static CStr,
+    /// 0: not looked up yet; `ABSENT`: the next objects do not define it; else its address.
+    addr: AtomicUsize,
+}
+
+const ABSENT: usize = 1;
+
+impl NextFn {
+    const fn new(name: &'static CStr) -> Self {
+        NextFn {
+            name,
+            addr: AtomicUsize::new(0),
+        }
+    }
+
+    /// The function's address, or `None` when the next objects do not define it. Two threads
+    /// may both look it up the first time; they store the same answer.
+    pub(crate) fn get(&self) -> Option<*mut c_void> {
+        let mut a = self.addr.load(Ordering::Acquire);
+        if a == 0 {
+            // SAFETY: an RTLD_NEXT lookup of a NUL-terminated name, made from this library (so
+            // "next" means after libresizealloc.so), outside any allocator internals: `dlsym`
+            // may allocate through us, which is fine here.
+            let p = unsafe { libc::dlsym(libc::RTLD_NEXT, self.name.as_ptr()) };
+            a = if p.is_null() { ABSENT } else { p as usize };
+            self.addr.store(a, Ordering::Release);
+        }
+        (a != ABSENT).then_some(a as *mut c_void)
+    }
+}
+
+pub(crate) static NEXT_MALLINFO2: NextFn = NextFn::new(c"mallinfo2");
+pub(crate) static NEXT_MALLINFO: NextFn = NextFn::new(c"mallinfo");
+pub(crate) static NEXT_MALLOC_TRIM: NextFn = NextFn::new(c"malloc_trim");
+pub(crate) static NEXT_MALLOC_STATS: NextFn = NextFn::new(c"malloc_stats");
+pub(crate) static NEXT_MALLOC_INFO: NextFn = NextFn::new(c"malloc_info");
+
+/// Looks up, from the library's constructor, the next allocator's functions that process mode
+/// may call from inside `free` (`sample_next_free`), so that no `dlsym` ever runs there.
+pub fn resolve_early() {
+    let _ = (
+        NEXT_MALLINFO2.get(),
+        NEXT_MALLINFO.get(),
+        NEXT_MALLOC_TRIM.get(),
+    );
+}
+
+/// glibc's `struct mallinfo2` (2.33 and later).
+#[repr(C)]
+#[derive(Clone, Copy, Default)]
+pub(crate) struct Mallinfo2 {
+    pub arena: usize,
+    pub ordblks: usize,
+    pub smblks: usize,
+    pub hblks: usize,
+    pub hblkhd: usize,
+    pub usmblks: usize,
+    pub fsmblks: usize,
+    pub uordblks: usize,
+    pub fordblks: usize,
+    pub keepcost: usize,
+}
+
+/// glibc's `struct mallinfo`: the same fields as `int`.
+#[repr(C)]
+#[derive(Clone, Copy, Default)]
+pub(crate) struct Mallinfo {
+    pub arena: c_int,
+    pub ordblks: c_int,
+    pub smblks: c_int,
+    pub hblks: c_int,
+    pub hblkhd: c_int,
+    pub usmblks: c_int,
+    pub fsmblks: c_int,
+    pub uordblks: c_int,
+    pub fordblks: c_int,
+    pub keepcost: c_int,
+}
+
+pub(crate) type Mallinfo2Fn = unsafe extern "C" fn() -> Mallinfo2;
+pub(crate) type MallinfoFn = unsafe extern "C" fn() -> Mallinfo;
+
+/// The next allocator's figures: its `mallinfo2`, else its `mallinfo` widened (glibc's `int`
+/// fields are truncated sizes, so they are read as unsigned), else zeros.
+pub(crate) fn next_mallinfo2() -> Mallinfo2 {
+    if let Some(f) = NEXT_MALLINFO2.get() {
+        // SAFETY: the next object's `mallinfo2`, which has this signature.
+        return unsafe { core::mem::transmute::<*mut c_void, Mallinfo2Fn>(f)() };
+    }
+    let Some(f) = NEXT_MALLINFO.get() else {
+        return Mallinfo2::default();
+    };
+    // SAFETY: the next object's `mallinfo`, which has this signature.
+    let m = unsafe { core::mem::transmute::<*mut c_void, MallinfoFn>(f)() };
+    let w = |v: c_int| v as u32 as usize;
+    Mallinfo2 {
+        arena: w(m.arena),
+        ordblks: w(m.ordblks),
+        smblks: w(m.smblks),
+        hblks: w(m.hblks),
+        hblkhd: w(m.hblkhd),
+        usmblks: w(m.usmblks),
+        fsmblks: w(m.fsmblks),
+        uordblks: w(m.uordblks),
+        fordblks: w(m.fordblks),
+        keepcost: w(m.keepcost),
+    }
+}
+
+pub(crate) type TrimFn = unsafe extern "C" fn(usize) -> c_int;

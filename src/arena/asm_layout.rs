@@ -1,4 +1,4 @@
-//! What the assembly entry points of `malloc` and `free` (preload/src/malloc.rs, x86-64 Linux)
+//! What the assembly entry points of `malloc` and `free` (preload/src/entry_x86_64.rs, x86-64 Linux)
 //! need to run the commonest paths inline: the byte offsets of the owner-only words of
 //! [`Arena`] they read and write (it is `repr(C)`), and the header's layout.
 //!

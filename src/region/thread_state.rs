@@ -29,7 +29,7 @@ pub struct ThreadState {
     /// Offset 8 (read directly by `load_own`).
     pub(super) arena: Cell<*const Arena>,
     /// Offset 16 ([`FREE_ARENA_OFFSET`]): `arena`, or [`NO_ARENA`] when that is null. Never
-    /// null, so that `free`'s assembly entry point (preload/src/malloc.rs) reads its words
+    /// null, so that `free`'s assembly entry point (preload/src/entry_x86_64.rs) reads its words
     /// without a null test first. Invariant: set with `arena`, by `set_arena`.
     #[cfg_attr(
         not(all(
@@ -47,7 +47,7 @@ pub struct ThreadState {
     /// Process mode: estimated bytes freed to the next allocator, not yet added to the front
     /// end's process-wide count.
     pub(super) next_freed_bytes: Cell<u64>,
-    /// The thread's small-block heap (slab.rs), or null until it needs one.
+    /// The thread's small-block heap (slab/), or null until it needs one.
     pub(super) heap: Cell<*mut slab::Heap>,
 }
 
@@ -121,7 +121,7 @@ pub const STATE_IN_TLS_BLOCK: bool = cfg!(all(
 /// `load_own` reads.
 pub const OWN_OFFSET: usize = 8;
 /// Byte offset of `free_arena` (the own arena, or [`NO_ARENA`]; never null) in the thread's
-/// state block: what `free`'s assembly entry point (preload/src/malloc.rs) reads.
+/// state block: what `free`'s assembly entry point (preload/src/entry_x86_64.rs) reads.
 pub const FREE_ARENA_OFFSET: usize = 16;
 
 const _: () = assert!(

@@ -14,7 +14,6 @@ use core::sync::atomic::{AtomicPtr, Ordering};
 
 use resizealloc::options;
 
-use super::driver::RESIZEALLOC_REAL_DLSYM;
 use super::driver::{self as drv, CUresult, CUDA_SUCCESS};
 use super::driver_hooks::*;
 use super::runtime_hooks::*;
@@ -208,10 +207,10 @@ pub extern "C" fn cuGetProcAddress_v2(
 }
 
 /// Decides whether `dlsym(handle, name)` should answer with one of our hooks; null means "ask
-/// the real dlsym", [`HIDDEN`] means "answer NULL". Called from the naked `dlsym` below, so it
+/// the real dlsym", [`HIDDEN`] means "answer NULL". Called from the naked `dlsym` (`entry_x86_64.rs`), so it
 /// must not call our `dlsym` itself (it calls the real one). `RTLD_NEXT` lookups depend on the
 /// caller's address, so they always go to the real dlsym.
-extern "C" fn dlsym_filter(handle: *mut c_void, name: *const c_char) -> *mut c_void {
+pub(crate) extern "C" fn dlsym_filter(handle: *mut c_void, name: *const c_char) -> *mut c_void {
     drv::real_dlsym(); // make sure the jump target exists
     if name.is_null() || handle == libc::RTLD_NEXT {
         return core::ptr::null_mut();
@@ -245,36 +244,4 @@ extern "C" fn dlsym_filter(handle: *mut c_void, name: *const c_char) -> *mut c_v
         }
         _ => core::ptr::null_mut(),
     }
-}
-
-/// `dlsym`: our hooks for the hooked names, NULL for our CUDA exports in a process without
-/// their real functions, the real `dlsym` for everything else. Naked, and
-/// the real one is reached with a jump, so glibc still sees the caller's return address (which
-/// `RTLD_NEXT` depends on).
-///
-/// # Safety
-/// As `dlsym(3)`.
-#[unsafe(naked)]
-#[no_mangle]
-pub unsafe extern "C" fn dlsym(handle: *mut c_void, name: *const c_char) -> *mut c_void {
-    core::arch::naked_asm!(
-        "push rdi",
-        "push rsi",
-        "sub rsp, 8",
-        "call {filter}",
-        "add rsp, 8",
-        "pop rsi",
-        "pop rdi",
-        "test rax, rax",
-        "jnz 2f",
-        "jmp qword ptr [rip + {real}]",
-        "2:",
-        "cmp rax, 1", // HIDDEN: answer NULL
-        "jne 3f",
-        "xor eax, eax",
-        "3:",
-        "ret",
-        filter = sym dlsym_filter,
-        real = sym RESIZEALLOC_REAL_DLSYM,
-    )
 }

@@ -1,5 +1,5 @@
 /* The inline paths of malloc and free (on x86-64 Linux, the assembly entry points of
- * preload/src/malloc.rs; elsewhere the arena's Rust fast paths): what each must do, seen from
+ * preload/src/entry_x86_64.rs; elsewhere the arena's Rust fast paths): what each must do, seen from
  * outside. A bump in a region, LIFO and FIFO frees that take the bump pointer back, the peak a
  * LIFO free notes, the region's allocation count, the sizes at the small path's edges, and the
  * cases the inline free leaves to the general path (a release that goes on down over freed

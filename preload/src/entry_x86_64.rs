@@ -1,0 +1,416 @@
+//! All of the preload library's assembly (x86-64), in one place. Each block mirrors a Rust path
+//! that the other builds run (the `tls-thread-local` build on x86-64, and every other target),
+//! and `scripts/test.sh` runs the preload tests against both:
+//!
+//! | block | what it does | its Rust twin |
+//! |---|---|---|
+//! | `malloc` | a region's block under a page, and at a cache line from a page on | `Arena::try_alloc_fast_small`, `Arena::try_alloc_fast_aligned`, `Arena::bump` (through `malloc_at`, `router::alloc`) |
+//! | `free` | the owner's LIFO free at `below_top` | the LIFO branch of `Arena::try_free_local_fast` with `Arena::release_top` (through `entry::free`) |
+//! | `with_site!` | `calloc`, `realloc` and `__libc_*` load the caller's return address | `entry.rs`'s `with_site!`, which passes 0 |
+//! | `dlsym` | our CUDA hooks for hooked names, the real `dlsym` otherwise | none: x86-64 only, as the CUDA hooks are |
+//!
+//! The words the blocks read in an arena are [`asm_layout`](resizealloc::arena::asm_layout)'s
+//! offsets; the thread state's are `region::OWN_OFFSET` and `region::FREE_ARENA_OFFSET`, in the
+//! core crate's TLS block (`region/tls.rs`, the core crate's own assembly).
+
+use core::ffi::{c_char, c_void};
+
+// The allocation site for the lifetime predictor (lifetime.rs) is the return address of the
+// program's call: `malloc`, `calloc` and `realloc` are naked stubs that load it from the stack
+// into the next argument register and jump to the real entry point (two instructions).
+macro_rules! with_site {
+    ($(#[$doc:meta])* fn $name:ident($($arg:ident: $ty:ty),*) => $imp:path, $reg:literal) => {
+        $(#[$doc])*
+        ///
+        /// # Safety
+        /// As the C function.
+        #[unsafe(naked)]
+        #[no_mangle]
+        pub unsafe extern "C" fn $name($($arg: $ty),*) -> *mut c_void {
+            core::arch::naked_asm!(
+                concat!("mov ", $reg, ", qword ptr [rsp]"),
+                "jmp {imp}",
+                imp = sym $imp,
+            )
+        }
+    };
+}
+pub(crate) use with_site;
+
+/// The assembly `malloc` and `free` entry points and the Rust functions only they jump to (with the
+/// core crate's thread state in its initial-exec TLS block).
+#[cfg(asm_entry_points)]
+mod alloc_free {
+    use core::ffi::c_void;
+
+    use resizealloc::arena::{self, asm_layout};
+
+    use crate::malloc::{free_foreign_watched, free_slow, malloc_predicted, malloc_slow};
+    use crate::real;
+    use core::ptr;
+
+    // The assembly `malloc` below reads the core crate's TLS block, which exists only when the core
+    // crate is built without its `tls-thread-local` feature. Cargo can enable that feature on the
+    // core crate alone (`--features resizealloc/tls-thread-local`, or another crate in the build):
+    // the library then linked with the block undefined and failed to load. Now it does not build.
+    const _: () = assert!(
+        resizealloc::region::STATE_IN_TLS_BLOCK,
+        "the core crate keeps its thread state in `thread_local!`: build resizealloc-preload with \
+         its own `tls-thread-local` feature"
+    );
+
+    // The exits of the region paths of `malloc` (the block in rax, the arena in rdx) and of the
+    // LIFO free (the arena in rsi): `ret`, or, in the `check-invariants` build, a jump to a Rust
+    // function that checks the arena's invariants on the state the assembly left, then returns.
+    #[cfg(not(feature = "check-invariants"))]
+    macro_rules! with_exits {
+        (malloc_asm) => {
+            malloc_asm!("ret")
+        };
+        (free_asm) => {
+            free_asm!("ret")
+        };
+    }
+    #[cfg(feature = "check-invariants")]
+    macro_rules! with_exits {
+        (malloc_asm) => {
+            malloc_asm!(
+                "mov rdi, rax\nmov rsi, rdx\njmp {checked}",
+                checked = sym checked_malloc_exit
+            )
+        };
+        (free_asm) => {
+            free_asm!("mov rdi, rsi\njmp {checked}", checked = sym checked_free_exit)
+        };
+    }
+
+    macro_rules! malloc_asm {
+        ($exit:literal $(, $op:ident = sym $path:path)*) => {
+            core::arch::naked_asm!(
+                    ".p2align 6",
+                    "mov rax, qword ptr [rip + resizealloc_thread_state@GOTTPOFF]",
+                    "mov rdx, qword ptr fs:[rax]",
+                    "cmp rdx, {predict}",
+                    "jbe 3f",
+                    // In a region; rdx = the arena. `size - 1` above the small path's: 0 bytes, or a
+                    // page or more (below, at label 4).
+                    "lea rax, [rdi - 1]",
+                    "cmp rax, {small_max}",
+                    "ja 4f",
+                    // rcx = top (the header goes there), r8 = the new top: the block's end rounded up to
+                    // 16 (`limit` is 16-byte aligned, so testing it is testing the end).
+                    "mov rcx, qword ptr [rdx + {top}]",
+                    "lea r8, [rdi + rcx + {end_rounding}]",
+                    "and r8, -{min_align}",
+                    "cmp r8, qword ptr [rdx + {limit}]",
+                    "ja {slow}",
+                    // `bump`: the block, the new top, the header word (size and live tag), the link
+                    // (the old `below_top`), `below_top` = this header, and the region's count.
+                    "lea rax, [rcx + {header}]",
+                    "mov qword ptr [rdx + {top}], r8",
+                    "shl rdi, {tag_shift}",
+                    "or rdi, {tag_live}",
+                    "mov qword ptr [rcx], rdi",
+                    "mov rsi, qword ptr [rdx + {below_top}]",
+                    "mov qword ptr [rcx + {link}], rsi",
+                    "mov qword ptr [rdx + {below_top}], rcx",
+                    "inc qword ptr [rdx + {region_allocs}]",
+                    $exit,
+                    // A page or more: `try_alloc_fast_aligned` at a cache line's alignment. 0 bytes, or
+                    // more than an arena holds (`size - 1` has a bit at or above `MAX_SLOT`'s): the slow
+                    // path.
+                    "4:",
+                    "shr rax, {max_slot_shift}",
+                    "jnz {slow}",
+                    // rcx = top, rax = the block (the first cache line with room for the header in
+                    // front), r8 = the new top.
+                    "mov rcx, qword ptr [rdx + {top}]",
+                    "lea rax, [rcx + {line_rounding}]",
+                    "and rax, -{line}",
+                    "lea r8, [rdi + rax + {min_align} - 1]",
+                    "and r8, -{min_align}",
+                    "cmp r8, qword ptr [rdx + {limit}]",
+                    "ja {slow}",
+                    // rsi = the header; padding in front of it gets a gap header (label 6).
+                    "lea rsi, [rax - {header}]",
+                    "cmp rsi, rcx",
+                    "jne 6f",
+                    // `bump` again, for a header in rsi: with one copy, one of the two paths would take a
+                    // branch to it.
+                    "5:",
+                    "mov qword ptr [rdx + {top}], r8",
+                    "shl rdi, {tag_shift}",
+                    "or rdi, {tag_live}",
+                    "mov qword ptr [rsi], rdi",
+                    "mov rcx, qword ptr [rdx + {below_top}]",
+                    "mov qword ptr [rsi + {link}], rcx",
+                    "mov qword ptr [rdx + {below_top}], rsi",
+                    "inc qword ptr [rdx + {region_allocs}]",
+                    $exit,
+                    // `[top, header)`: a gap header, so that a walk of the uncounted range steps over it.
+                    "6:",
+                    "mov r9, rsi",
+                    "sub r9, rcx",
+                    "shl r9, {tag_shift}",
+                    "or r9, {tag_gap}",
+                    "mov qword ptr [rcx], r9",
+                    "jmp 5b",
+                    "3:",
+                    "cmp rdx, {settled}",
+                    "jne 2f",
+                    // `real::MALLOC` always holds a callable `malloc` (the next object's, or the resolver).
+                    "jmp qword ptr [rip + {next}]",
+                    "2:",
+                    "mov rsi, qword ptr [rsp]",
+                    "jmp {unsettled}",
+                    predict = const resizealloc::region::PREDICT_BITS,
+                    settled = const resizealloc::region::SETTLED_BITS,
+                    // `is_small_request`: `size - 1` at most a page less two (0 wraps past it).
+                    small_max = const arena::LINE_ALIGN_FROM - 2,
+                    top = const asm_layout::TOP,
+                    limit = const asm_layout::LIMIT,
+                    below_top = const asm_layout::BELOW_TOP,
+                    region_allocs = const asm_layout::REGION_ALLOCS,
+                    // The header, then the end rounded up to `MIN_ALIGN`.
+                    end_rounding = const arena::HEADER + arena::MIN_ALIGN - 1,
+                    header = const arena::HEADER,
+                    link = const asm_layout::LINK,
+                    tag_shift = const arena::TAG_BITS,
+                    tag_live = const arena::TAG_LIVE,
+                    tag_gap = const arena::TAG_GAP,
+                    // `(size - 1) >> max_slot_shift != 0`: 0 bytes, or more than an arena holds.
+                    max_slot_shift = const arena::MAX_SLOT.trailing_zeros(),
+                    // The first cache line with room for the header in front (`block_align`).
+                    line_rounding = const arena::HEADER + arena::LINE - 1,
+                    line = const arena::LINE,
+                    min_align = const arena::MIN_ALIGN,
+                    slow = sym malloc_slow,
+                    unsettled = sym malloc_unsettled,
+                    next = sym crate::real::MALLOC,
+                $($op = sym $path,)*
+            )
+        };
+    }
+
+    macro_rules! free_asm {
+        ($exit:literal $(, $op:ident = sym $path:path)*) => {
+            core::arch::naked_asm!(
+                    ".p2align 6",
+                    "mov rax, qword ptr [rip + {len}]",
+                    "mov rcx, rdi",
+                    "sub rcx, qword ptr [rip + {base}]",
+                    "cmp rcx, rax",
+                    "jae 3f",
+                    // An arena block. rsi = the thread's own arena, or `region::NO_ARENA` (never null).
+                    "mov rax, qword ptr [rip + resizealloc_thread_state@GOTTPOFF]",
+                    "mov rsi, qword ptr fs:[rax + {free_arena}]",
+                    // `is_last_uncounted`: the header (rax) is `below_top`, and not below `uncounted`.
+                    // Any other block (and any block when rsi is `NO_ARENA`, whose `below_top` is 1): the
+                    // rest of the fast path, with the arena in rsi.
+                    "lea rax, [rdi - {header}]",
+                    "cmp rax, qword ptr [rsi + {below_top}]",
+                    "jne {other}",
+                    "cmp rax, qword ptr [rsi + {uncounted}]",
+                    "jb {other}",
+                    // rcx = the link; its word's low byte says whether the release would go on down (or
+                    // that another thread freed this block): then `free_last_uncounted` does it all.
+                    "mov rcx, qword ptr [rax + {link}]",
+                    "cmp byte ptr [rcx], {freed_byte}",
+                    "je {last}",
+                    // The tag says freed (double frees), the peak is noted, the bump pointer goes back to
+                    // the header and `below_top` to the link.
+                    "mov word ptr [rax], {freed_half}",
+                    "mov rdx, qword ptr [rsi + {top}]",
+                    "cmp rdx, qword ptr [rsi + {peak_top}]",
+                    "ja 5f",
+                    "2:",
+                    "mov qword ptr [rsi + {top}], rax",
+                    "mov qword ptr [rsi + {below_top}], rcx",
+                    $exit,
+                    "5:",
+                    "mov qword ptr [rsi + {peak_top}], rdx",
+                    "jmp 2b",
+                    "3:",
+                    "cmp byte ptr [rip + {watch}], 0",
+                    "jne {watched}",
+                    // `real::FREE` always holds a callable `free` (the next object's, or the resolver); no
+                    // bootstrap block exists while the watch flags are clear (`WATCH_FRONT_END`).
+                    "jmp qword ptr [rip + {next}]",
+                    len = sym resizealloc::reservation::LEN,
+                    base = sym resizealloc::reservation::BASE,
+                    watch = sym resizealloc::mode::FOREIGN_WATCH,
+                    free_arena = const resizealloc::region::FREE_ARENA_OFFSET,
+                    header = const arena::HEADER,
+                    link = const asm_layout::LINK,
+                    top = const asm_layout::TOP,
+                    uncounted = const asm_layout::UNCOUNTED,
+                    below_top = const asm_layout::BELOW_TOP,
+                    peak_top = const asm_layout::PEAK_TOP,
+                    freed_byte = const arena::TAG_FREED as u8,
+                    freed_half = const arena::TAG_FREED as u16,
+                    last = sym free_arena_block_last,
+                    other = sym free_arena_block_other,
+                    watched = sym free_foreign_watched,
+                    next = sym real::FREE,
+                $($op = sym $path,)*
+            )
+        };
+    }
+
+    /// `malloc(3)`. It loads the thread's `active` value itself (the initial-exec TLS load of
+    /// region/tls.rs) and dispatches on it:
+    ///
+    /// * a thread in a region (`active` is its arena) gets its block right here, in assembly:
+    ///   [`Arena::try_alloc_fast_small`] for a block under a page, with no taken branch,
+    ///   [`Arena::try_alloc_fast_aligned`] at a cache line's alignment for a larger one, and
+    ///   `Arena::bump` (the offsets and tags come from [`asm_layout`]). Each taken branch on the
+    ///   way from `malloc` into a Rust function cost the Bumper loop about 3 % (BENCHMARKS.md,
+    ///   eleventh session). A full run, 0 bytes or a size beyond any arena go to
+    ///   [`malloc_slow`] (it reads no site for a thread in a region, so the second argument
+    ///   register holds whatever the program left there);
+    /// * a thread outside regions whose mode is known (`SETTLED`) jumps straight to the next
+    ///   allocator's `malloc` (seven instructions, two taken branches);
+    /// * the rest (first use, process mode) go to [`malloc_unsettled`], with the site (the
+    ///   return address) in the second argument register. Only that path uses a site: an
+    ///   arena's slow path needs none, so the others do not load it.
+    ///
+    /// [`Arena::try_alloc_fast_small`]: resizealloc::arena::Arena::try_alloc_fast_small
+    /// [`Arena::try_alloc_fast_aligned`]: resizealloc::arena::Arena::try_alloc_fast_aligned
+    ///
+    /// # Safety
+    /// As the C function.
+    #[unsafe(naked)]
+    #[no_mangle]
+    pub unsafe extern "C" fn malloc(size: usize) -> *mut c_void {
+        with_exits!(malloc_asm)
+    }
+
+    /// `malloc` outside regions for a thread that is not `SETTLED`: not routed yet (`active` null),
+    /// or through the predictor (`PREDICT`).
+    extern "C" fn malloc_unsettled(
+        size: usize,
+        site: usize,
+        active: *const resizealloc::arena::Arena,
+    ) -> *mut c_void {
+        if active.is_null() {
+            return malloc_slow(size, site);
+        }
+        malloc_predicted(size.max(1), site)
+    }
+
+    /// `free(3)`, in assembly:
+    ///
+    /// * a pointer of the next allocator (outside regions nearly all of them): the range check and
+    ///   the watch test, then the next allocator's `free` (eight instructions, two taken branches);
+    /// * the owner's free of the last block it handed out (LIFO), not counted yet and with nothing
+    ///   freed below it: right here, with no taken branch (the LIFO branch of
+    ///   [`Arena::try_free_local_fast`] and `Arena::release_top`, with the offsets and tags of
+    ///   [`asm_layout`]). Why: each taken branch on the way into a
+    ///   Rust function cost the Bumper loop about 3 % (BENCHMARKS.md, eleventh session);
+    /// * every other arena block goes to [`free_arena_block_other`], watched foreign pointers to
+    ///   [`free_foreign_watched`].
+    ///
+    /// The LIFO path tests the link's word before it changes anything: when the block below was
+    /// freed by its owner already (the release goes on down) or the link is `POISON_LINK` (another
+    /// thread freed this block: a double free), it leaves the rest to [`free_arena_block_last`].
+    ///
+    /// The reservation's length is loaded before its base, as `reservation::owns` does (it is
+    /// published last; x86 keeps loads in program order).
+    ///
+    /// [`Arena::try_free_local_fast`]: resizealloc::arena::Arena::try_free_local_fast
+    #[unsafe(naked)]
+    #[no_mangle]
+    pub extern "C" fn free(p: *mut c_void) {
+        with_exits!(free_asm)
+    }
+
+    /// The LIFO free whose release goes on down below the block (or aborts on a poisoned link):
+    /// `own` is the thread's own arena and the entry point found `p`'s header at its `below_top`,
+    /// not below `uncounted`.
+    extern "C" fn free_arena_block_last(p: *mut c_void, own: *const resizealloc::arena::Arena) {
+        // SAFETY: `own` is this thread's own arena (`NO_ARENA`'s `below_top` matches no header) and
+        // the entry point tested `is_last_uncounted` of `p`'s header.
+        unsafe { (*own).free_last_uncounted(p as *mut u8) }
+    }
+
+    /// `free` of an arena block that the assembly entry point did not free inline: `own` is the
+    /// thread's own arena ([`Arena::try_free_local_other`], else the slow path), or
+    /// `region::NO_ARENA` when it has none (the slow path: another thread's block).
+    ///
+    /// [`Arena::try_free_local_other`]: resizealloc::arena::Arena::try_free_local_other
+    extern "C" fn free_arena_block_other(p: *mut c_void, own: *const resizealloc::arena::Arena) {
+        if ptr::eq(own, resizealloc::region::no_arena()) {
+            return free_slow(p);
+        }
+        // SAFETY: `own` is this thread's own arena, alive while it runs (the entry point read it
+        // from the thread's state); `p` lies in the reservation, so it is an arena block (or the
+        // program's bug, which the fast path's checks send to the slow path).
+        if !unsafe { (*own).try_free_local_other(p as *mut u8) } {
+            free_slow(p);
+        }
+    }
+
+    /// The `check-invariants` build's exit of `malloc`'s region paths: checks the arena, then
+    /// returns the block.
+    #[cfg(feature = "check-invariants")]
+    extern "C" fn checked_malloc_exit(
+        block: *mut c_void,
+        arena: *const resizealloc::arena::Arena,
+    ) -> *mut c_void {
+        check_arena(arena);
+        block
+    }
+
+    /// The `check-invariants` build's exit of `free`'s LIFO path.
+    #[cfg(feature = "check-invariants")]
+    extern "C" fn checked_free_exit(arena: *const resizealloc::arena::Arena) {
+        check_arena(arena);
+    }
+
+    #[cfg(feature = "check-invariants")]
+    fn check_arena(arena: *const resizealloc::arena::Arena) {
+        // SAFETY: the calling thread's own arena, which the assembly path just used.
+        if let Err(what) = unsafe { (*arena).check_invariants() } {
+            resizealloc::os::write_stderr(
+                b"resizealloc: arena invariant broken after the assembly path: ",
+            );
+            resizealloc::os::write_stderr(what.as_bytes());
+            resizealloc::os::fatal(b"\n");
+        }
+    }
+}
+
+#[cfg(asm_entry_points)]
+pub(crate) use alloc_free::free;
+
+/// `dlsym`: our hooks for the hooked names, NULL for our CUDA exports in a process without
+/// their real functions, the real `dlsym` for everything else. Naked, and
+/// the real one is reached with a jump, so glibc still sees the caller's return address (which
+/// `RTLD_NEXT` depends on).
+///
+/// # Safety
+/// As `dlsym(3)`.
+#[unsafe(naked)]
+#[no_mangle]
+pub unsafe extern "C" fn dlsym(handle: *mut c_void, name: *const c_char) -> *mut c_void {
+    core::arch::naked_asm!(
+        "push rdi",
+        "push rsi",
+        "sub rsp, 8",
+        "call {filter}",
+        "add rsp, 8",
+        "pop rsi",
+        "pop rdi",
+        "test rax, rax",
+        "jnz 2f",
+        "jmp qword ptr [rip + {real}]",
+        "2:",
+        "cmp rax, 1", // HIDDEN: answer NULL
+        "jne 3f",
+        "xor eax, eax",
+        "3:",
+        "ret",
+        filter = sym crate::cuda::dlsym_filter,
+        real = sym crate::cuda::RESIZEALLOC_REAL_DLSYM,
+    )
+}
