@@ -3,7 +3,7 @@
  *
  *   gcc -O2 -o memcpy_alias scripts/memcpy_alias.c && ./memcpy_alias [bytes...]
  *
- * Why the arena starts blocks of a page or more on a 64-byte line (src/arena.rs, block_align):
+ * Why the arena starts blocks of a page or more on a 64-byte line (src/layout.rs, block_align):
  * two blocks bumped one after the other with 16-byte headers lie exactly 16 bytes apart modulo
  * 4 KiB when the first one's size is a multiple of a page, and glibc's memcpy (rep movsb) is
  * many times slower at that distance (4K aliasing between its loads and stores). Prints one line

@@ -2,7 +2,7 @@
 //!
 //! Inside a region, allocations go to the thread's resize arena; outside, and whenever the arena
 //! declines (size bounds, no memory), they go to the wrapped allocator (`System` by default).
-//! In process mode small requests go to the small-block heap (slab.rs) instead, as in
+//! In process mode small requests go to the small-block heap (slab/) instead, as in
 //! `libresizealloc.so`. `dealloc` and `realloc` accept a pointer from any side, on any thread,
 //! at any time: range checks tell them apart.
 
@@ -89,7 +89,7 @@ impl<A> ResizeAlloc<A> {
 }
 
 // SAFETY: every block comes either from the arena, which hands out disjoint, live, suitably
-// aligned memory until it is freed (see arena.rs), or from `A`, which upholds the contract
+// aligned memory until it is freed (see arena/), or from `A`, which upholds the contract
 // itself. Frees and reallocs go back to the side that owns the pointer (`router::owns`).
 unsafe impl<A: GlobalAlloc> GlobalAlloc for ResizeAlloc<A> {
     #[inline(always)]

@@ -14,8 +14,10 @@ pub const LINE_ALIGN_FROM: usize = 4096;
 /// The alignment of such blocks.
 pub const LINE: usize = 64;
 
-/// True for a request [`Arena::try_alloc_fast_small`](crate::arena::Arena::try_alloc_fast_small) takes: 1 byte up to a page less one
-/// (one compare: 0 wraps to the largest size).
+/// True for a request [`Arena::try_alloc_fast_small`] takes: 1 byte up to a page less one (one
+/// compare: 0 wraps to the largest size).
+///
+/// [`Arena::try_alloc_fast_small`]: crate::arena::Arena::try_alloc_fast_small
 #[inline(always)]
 pub const fn is_small_request(size: usize) -> bool {
     size.wrapping_sub(1) < LINE_ALIGN_FROM - 1

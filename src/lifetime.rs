@@ -25,8 +25,8 @@
 //!   probe that lives long pins a granule, and a loader's table would otherwise pin one per
 //!   [`PROBE_EVERY`] records.
 //!
-//! Requests of 1 MiB or more are not predicted (see `LARGE_STAYS` in arena.rs): they stay in
-//! the arena.
+//! Requests of 1 MiB or more are not predicted (see `LARGE_STAYS` in arena/predict.rs): they stay
+//! in the arena.
 //!
 //! A wrong guess costs memory (bounded by footprint.rs) or speed, never correctness: every block
 //! is freed to whoever served it, whatever the table says by then.

@@ -35,7 +35,7 @@ pub(crate) const MODE_ATTENTION: u8 = MODE_UNINIT | MODE_PROCESS;
 pub static FOREIGN_WATCH: Published<AtomicU8> = Published::new(AtomicU8::new(0));
 pub(crate) const WATCH_PROCESS: u8 = 1;
 pub(crate) const WATCH_FRONT_END: u8 = 2;
-/// The small-block heap (slab.rs) exists: its blocks must not reach the next allocator.
+/// The small-block heap (slab/) exists: its blocks must not reach the next allocator.
 pub(crate) const WATCH_SLAB: u8 = 4;
 
 /// Called when the small-block heap makes its reservation, before its first block is handed out.

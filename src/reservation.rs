@@ -202,7 +202,7 @@ fn init_locked(table: &mut SlotTable, slot_size: usize, reserve_bytes: usize) ->
 
 /// Takes a free slot and builds an arena in it. Reserves the address space on first use.
 /// Returns `None` when no arena can be had; the caller then passes allocations through.
-/// Crate-private: the arena it returns belongs to the calling thread (see `region.rs`), and its
+/// Crate-private: the arena it returns belongs to the calling thread (see `region/`), and its
 /// owner-only methods must never be reached from another thread.
 pub(crate) fn acquire_arena(
     slot_size: usize,

@@ -1,5 +1,5 @@
 /* Process mode gives a freed phase of glibc's memory back while the program fills the
- * small-block heap (src/slab.rs) with as many bytes of new long-lived small blocks: glibc
+ * small-block heap (src/slab/) with as many bytes of new long-lived small blocks: glibc
  * would have reused its freed memory for them, the heap does not, so glibc's free memory must
  * go back to the kernel. Run with RESIZEALLOC_REGION=process.
  *

@@ -1,4 +1,4 @@
-/* The small-block heap (src/slab.rs) under stress. Run with RESIZEALLOC_REGION=process and
+/* The small-block heap (src/slab/) under stress. Run with RESIZEALLOC_REGION=process and
  * RESIZEALLOC_MAX_SIZE=1, so that every request of 2 B..1 KiB is routed away from the arena and
  * served by the small-block heap (the stats prove it).
  *
