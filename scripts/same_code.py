@@ -7,8 +7,9 @@ A move of code between files or modules (a split of a big `impl` block, a rename
 must leave every function's instructions as they were. This disassembles both binaries with
 `objdump -d`, and for each function writes its instructions with what a move may change taken
 out: absolute addresses, RIP-relative displacements and the data addresses they reach, the hash suffix of mangled Rust names
-(`::h0123456789abcdef`, `17h...E`), the numbers in anonymous data labels, and the module
-of an `impl` block (`arena::free::<impl arena::Arena>::f` reads `arena::Arena::f`). Jump targets
+(`::h0123456789abcdef`, `17h...E`), the numbers in anonymous data labels, the module
+of an `impl` block (`arena::free::<impl arena::Arena>::f` reads `arena::Arena::f`) and the
+type arguments of a generic function (`f<T>` reads `f`). Jump targets
 inside a function stay as `<function+offset>`, so any change of layout inside a function shows.
 
 Names that differ only in their module path (a function moved to another module) are
@@ -24,6 +25,7 @@ HASH_LEGACY = re.compile(r"17h[0-9a-f]{16}E")
 HASH_DEMANGLED = re.compile(r"::h[0-9a-f]{16}")
 ANON = re.compile(r"anon\.[0-9a-f]+\.[0-9]+")
 # A method of an `impl` block in a child module demangles as `parent::child::<impl Type>::f`.
+GENERIC_TAIL = re.compile(r"<[^<>]*>$")
 SPLIT_IMPL = re.compile(r"[\w:]+::<impl ([\w:]+(?:<[^<>]*>)?)>::")
 ADDR_TARGET = re.compile(r"\b[0-9a-f]+ <")
 RIP = re.compile(r"-?0x[0-9a-f]+\(%rip\)")
@@ -34,7 +36,13 @@ LINE = re.compile(r"^\s*[0-9a-f]+:\s+(.*)$")
 
 def normalise_name(name: str) -> str:
     name = HASH_DEMANGLED.sub("", HASH_LEGACY.sub("E", name))
-    return SPLIT_IMPL.sub(r"\1::", ANON.sub("anon", name))
+    name = SPLIT_IMPL.sub(r"\1::", ANON.sub("anon", name))
+    # A function made generic over a front end's type: `f<front::T>` reads `f`.
+    while True:
+        stripped = GENERIC_TAIL.sub("", name)
+        if stripped == name:
+            return name
+        name = stripped
 
 
 def functions(binary: str) -> dict:

@@ -45,7 +45,11 @@ mod alloc_free {
 
     use resizealloc::arena::{self, asm_layout};
 
-    use crate::malloc::{free_foreign_watched, free_slow, malloc_predicted, malloc_slow};
+    use resizealloc::router::malloc::{
+        free_foreign_watched, free_slow, malloc_predicted, malloc_slow,
+    };
+
+    use crate::malloc::NextAllocator;
     use crate::real;
     use core::ptr;
 
@@ -184,7 +188,7 @@ mod alloc_free {
                     line_rounding = const arena::HEADER + arena::LINE - 1,
                     line = const arena::LINE,
                     min_align = const arena::MIN_ALIGN,
-                    slow = sym malloc_slow,
+                    slow = sym malloc_slow::<NextAllocator>,
                     unsettled = sym malloc_unsettled,
                     next = sym crate::real::MALLOC,
                 $($op = sym $path,)*
@@ -250,7 +254,7 @@ mod alloc_free {
                     freed_half = const arena::TAG_FREED as u16,
                     last = sym free_arena_block_last,
                     other = sym free_arena_block_other,
-                    watched = sym free_foreign_watched,
+                    watched = sym free_foreign_watched::<NextAllocator>,
                     next = sym real::FREE,
                 $($op = sym $path,)*
             )
@@ -293,9 +297,9 @@ mod alloc_free {
         active: *const resizealloc::arena::Arena,
     ) -> *mut c_void {
         if active.is_null() {
-            return malloc_slow(size, site);
+            return malloc_slow::<NextAllocator>(size, site).cast();
         }
-        malloc_predicted(size.max(1), site)
+        malloc_predicted::<NextAllocator>(size.max(1), site).cast()
     }
 
     /// `free(3)`, in assembly:
@@ -340,13 +344,15 @@ mod alloc_free {
     /// [`Arena::try_free_local_other`]: resizealloc::arena::Arena::try_free_local_other
     extern "C" fn free_arena_block_other(p: *mut c_void, own: *const resizealloc::arena::Arena) {
         if ptr::eq(own, resizealloc::region::no_arena()) {
-            return free_slow(p);
+            // SAFETY: the entry point found `p` in the reservation.
+            return unsafe { free_slow(p as *mut u8) };
         }
         // SAFETY: `own` is this thread's own arena, alive while it runs (the entry point read it
         // from the thread's state); `p` lies in the reservation, so it is an arena block (or the
         // program's bug, which the fast path's checks send to the slow path).
         if !unsafe { (*own).try_free_local_other(p as *mut u8) } {
-            free_slow(p);
+            // SAFETY: as above.
+            unsafe { free_slow(p as *mut u8) };
         }
     }
 

@@ -10,8 +10,7 @@
 use core::ffi::{c_int, c_void};
 use core::ptr;
 
-use resizealloc::arena::Predicted;
-use resizealloc::router;
+use resizealloc::router::{self, malloc::Next};
 
 use crate::real;
 
@@ -30,136 +29,53 @@ fn arena_alloc(size: usize, align: usize) -> *mut c_void {
     unsafe { router::alloc(size.max(1), align) as *mut c_void }
 }
 
-/// `malloc` for a caller at `site`.
+/// The library's next allocator (`real.rs`) and its give-back of that allocator's free memory
+/// (`give_back.rs`), for the core's decisions ([`router::malloc`]).
+pub(crate) enum NextAllocator {}
+
+impl Next for NextAllocator {
+    #[inline(always)]
+    fn malloc(size: usize) -> *mut u8 {
+        real::malloc(size).cast()
+    }
+    #[inline(always)]
+    fn calloc(n: usize, size: usize) -> *mut u8 {
+        real::calloc(n, size).cast()
+    }
+    #[inline(always)]
+    unsafe fn free(p: *mut u8) {
+        // SAFETY: the caller's obligation: not ours, not a bootstrap block.
+        unsafe { real::free_next(p.cast()) }
+    }
+    #[inline(always)]
+    fn is_boot(p: *mut u8) -> bool {
+        real::is_boot(p.cast())
+    }
+    #[inline(always)]
+    fn sample_free(p: *mut u8) {
+        crate::give_back::sample_next_free(p.cast())
+    }
+    #[inline(always)]
+    fn give_back_pending() -> bool {
+        crate::give_back::give_back_pending()
+    }
+    #[inline(always)]
+    fn run_pending_give_back() {
+        crate::give_back::run_pending_give_back()
+    }
+}
+
+/// `malloc` for a caller at `site` (the site stubs jump here).
 pub(crate) extern "C" fn malloc_at(size: usize, site: usize) -> *mut c_void {
-    match router::route() {
-        router::Route::Arena(a) => malloc_in(size, site, a),
-        router::Route::Next => real::malloc(size),
-        router::Route::Check => malloc_slow(size, site),
-        router::Route::Predict => malloc_predicted(size.max(1), site),
-    }
+    router::malloc::malloc_at::<NextAllocator>(size, site).cast()
 }
 
-/// `malloc` from `a`, the calling thread's active arena: its fast path, else the slow path.
-///
-/// It needs no site: an active arena's slow path takes every request (`router::alloc_slow_at`
-/// reads the site only for a thread with no active arena). So `site` may be anything (the entry
-/// point passes whatever the program left in that register): it is passed on to the slow path
-/// unread, where a constant cost an instruction, and a dropped argument made the compiler move
-/// `a` out of the third register, where the entry point put it.
-///
-/// A block under a page is served inline; anything else is one jump to
-/// [`malloc_in_aligned`]: in one function the compiler joined the two paths at their common
-/// tail, and the small one then jumped to it.
-#[inline(always)]
-fn malloc_in(size: usize, site: usize, a: *const resizealloc::arena::Arena) -> *mut c_void {
-    if resizealloc::arena::is_small_request(size) {
-        // SAFETY: the thread's own active arena; `size` is 1 to a page less one.
-        let p = unsafe { (*a).try_alloc_fast_small(size) };
-        if !p.is_null() {
-            return p as *mut c_void;
-        }
-        return malloc_slow(size, site);
-    }
-    malloc_in_aligned(size, site, a)
-}
-
-/// [`malloc_in`] for a block of a page or more, or of 0 bytes (declined, then served by the
-/// slow path).
-#[inline(never)]
-fn malloc_in_aligned(size: usize, site: usize, a: *const resizealloc::arena::Arena) -> *mut c_void {
-    // A page or more starts on a cache line (`block_align`): asking for that alignment says so
-    // as a constant, where `MIN_ALIGN` would leave the compiler to pick it by size.
-    // SAFETY: the thread's own active arena; LINE is a power of two; a size of 0 is declined.
-    let p = unsafe { (*a).try_alloc_fast_aligned(size, resizealloc::arena::LINE) };
-    if !p.is_null() {
-        return p as *mut c_void;
-    }
-    malloc_slow(size, site)
-}
-
-/// `malloc` past the fast paths. `site` is the program's return address, read only when the
-/// thread has no active arena (`router::alloc_slow_at`); with one it may be anything.
-/// `extern "C"`: `malloc`'s assembly entry point jumps to it.
-#[cold]
-#[inline(never)]
-pub(crate) extern "C" fn malloc_slow(size: usize, site: usize) -> *mut c_void {
-    let p = router::alloc_slow_at(size.max(1), MIN_ALIGN, site);
-    if !p.is_null() {
-        return p as *mut c_void;
-    }
-    real::malloc(size)
-}
-
-/// Process mode (and regions that leave blocks behind): the predictor picks the side. The
-/// common cases call nothing (so need no stack frame); the rest is one tail call. `size >= 1`.
-#[inline(never)]
-pub(crate) fn malloc_predicted(size: usize, site: usize) -> *mut c_void {
-    // The thread's state once, for the predictor and the small-block heap's cache.
-    let ts = resizealloc::region::state();
-    // SAFETY: size at least 1 (the caller's obligation); `ts` is the calling thread's.
-    match unsafe { router::try_alloc_predicted_fast(ts, size, site) } {
-        Predicted::Block(p) => p as *mut c_void,
-        Predicted::Small => malloc_small(ts, size),
-        // The arena answers `Small` for everything the small-block heap would take, so this is
-        // the next allocator's (markers mode's predicting regions, large requests).
-        Predicted::Next => real::malloc(size),
-        Predicted::General => malloc_predicted_general(size, site),
-    }
-}
-
-/// A small request in process mode: the thread's cache of its class in the small-block heap,
-/// else one tail call to the rest of the heap (and the next allocator when the heap has no
-/// memory).
-#[inline(always)]
-fn malloc_small(ts: &resizealloc::region::ThreadState, size: usize) -> *mut c_void {
-    // Small requests never take the predictor's general path, where a pending give-back
-    // otherwise runs: a program that goes on with small blocks only after freeing a phase to
-    // the next allocator runs it here (one load while none is pending).
-    if crate::give_back::give_back_pending() {
-        return malloc_small_uncached(size);
-    }
-    let p = router::alloc_small_cached(ts, size);
-    if !p.is_null() {
-        return p as *mut c_void;
-    }
-    malloc_small_uncached(size)
-}
-
-/// [`malloc_small`] past the thread's cache: a pending give-back, then the rest of the
-/// routed-away path (the class's page, a new page or the thread's first heap, else the next
-/// allocator), out of line so that [`malloc_predicted`] needs no stack frame for it.
-#[inline(never)]
-fn malloc_small_uncached(size: usize) -> *mut c_void {
-    crate::give_back::run_pending_give_back();
-    malloc_routed_away(size)
-}
-
-/// A block the predictor sent away from the arena: in process mode the small-block heap for
-/// small requests, the next allocator for the rest (or when the heap has no memory).
-#[inline(always)]
-fn malloc_routed_away(size: usize) -> *mut c_void {
-    let p = router::alloc_routed_away(size.max(1));
-    if !p.is_null() {
-        return p as *mut c_void;
-    }
-    real::malloc(size)
-}
-
-/// Everything [`malloc_predicted`]'s fast path left: sampling, probes, the sweep, the arena's
-/// slow path; the next allocator when the arena declines.
-#[inline(never)]
-fn malloc_predicted_general(size: usize, site: usize) -> *mut c_void {
-    // Every process-mode allocation stream passes here within a few thousand allocations
-    // (samples of short sites, probes of long ones), wherever its blocks go: a pending
-    // give-back runs soon after allocation resumes, off the paths every allocation takes.
-    crate::give_back::run_pending_give_back();
-    // SAFETY: size at least 1, MIN_ALIGN a power of two.
-    let p = unsafe { router::alloc_predicted_general(size.max(1), MIN_ALIGN, site) };
-    if !p.is_null() {
-        return p as *mut c_void;
-    }
-    malloc_routed_away(size)
+/// `calloc` for a caller at `site` (the site stubs jump here).
+pub(crate) extern "C" fn calloc_at(n: usize, size: usize, site: usize) -> *mut c_void {
+    let Some(total) = n.checked_mul(size) else {
+        return calloc_overflow();
+    };
+    router::malloc::calloc_at::<NextAllocator>(n, size, total, site).cast()
 }
 
 /// `free(3)`: the Rust twin of the assembly `free` (`entry_x86_64.rs`). The owner thread's
@@ -171,7 +87,8 @@ pub extern "C" fn free(p: *mut c_void) {
     // and one flag send them on (the next allocator takes NULL too).
     if !router::owns(p as *mut u8) {
         if router::foreign_frees_watched() {
-            return free_foreign_watched(p);
+            // SAFETY: not in the reservation: a block of the next allocator or the heap.
+            return unsafe { router::malloc::free_foreign_watched::<NextAllocator>(p as *mut u8) };
         }
         // SAFETY: not ours, and no bootstrap block was ever handed out (the flag says so).
         return unsafe { real::free_next(p) };
@@ -186,56 +103,8 @@ pub extern "C" fn free(p: *mut c_void) {
 fn free_arena_block(p: *mut c_void) {
     // SAFETY: `p` is in the reservation, so it is an arena block (or the program's bug).
     if !unsafe { router::free_fast(p as *mut u8) } {
-        free_slow(p);
-    }
-}
-
-/// A free of a pointer outside the arena while frees to the next allocator are watched:
-/// small-block heap blocks go back to it, bootstrap blocks stay, process mode samples. Not
-/// cold: in process mode it is the common free.
-#[inline(never)]
-pub(crate) extern "C" fn free_foreign_watched(p: *mut c_void) {
-    if router::owns_small(p as *mut u8) {
-        // SAFETY: a block of the small-block heap that the program frees.
-        return unsafe { router::free_small(p as *mut u8) };
-    }
-    if p.is_null() || real::is_boot(p) {
-        return;
-    }
-    if router::note_next_free() {
-        crate::give_back::sample_next_free(p);
-    }
-    // SAFETY: not ours, not a bootstrap block.
-    unsafe { real::free_next(p) }
-}
-
-/// An arena block the inlined fast path did not take: another thread's, sampled, or invalid
-/// (which aborts).
-#[cold]
-#[inline(never)]
-pub(crate) fn free_slow(p: *mut c_void) {
-    // SAFETY: `free` found `p` in the reservation: an arena block the program frees (double
-    // frees are detected and abort).
-    unsafe { router::free_owned(p as *mut u8) };
-}
-
-pub(crate) extern "C" fn calloc_at(n: usize, size: usize, site: usize) -> *mut c_void {
-    let Some(total) = n.checked_mul(size) else {
-        return calloc_overflow();
-    };
-    match router::route() {
-        router::Route::Arena(a) => {
-            // SAFETY: the thread's own active arena (a size of 0 is declined, and served by
-            // the slow path).
-            let p = unsafe { (*a).try_alloc_zeroed_fast(total) };
-            if !p.is_null() {
-                return p as *mut c_void;
-            }
-            calloc_slow(n, size, total, site)
-        }
-        router::Route::Next => real::calloc(n, size),
-        router::Route::Predict => calloc_predicted(n, size, total, site),
-        router::Route::Check => calloc_slow(n, size, total, site),
+        // SAFETY: as above.
+        unsafe { router::malloc::free_slow(p as *mut u8) };
     }
 }
 
@@ -246,35 +115,6 @@ pub(crate) extern "C" fn calloc_at(n: usize, size: usize, site: usize) -> *mut c
 fn calloc_overflow() -> *mut c_void {
     set_errno(libc::ENOMEM);
     ptr::null_mut()
-}
-
-/// `calloc` through the predictor: the arena, else the small-block heap (cleared here), else
-/// the next allocator.
-#[inline(never)]
-fn calloc_predicted(n: usize, size: usize, total: usize, site: usize) -> *mut c_void {
-    // SAFETY: size at least 1, MIN_ALIGN a power of two.
-    let p = unsafe { router::alloc_zeroed(total.max(1), MIN_ALIGN, site) };
-    if !p.is_null() {
-        return p as *mut c_void;
-    }
-    let p = router::alloc_routed_away(total.max(1));
-    if !p.is_null() {
-        // SAFETY: a fresh block of at least `total` bytes.
-        unsafe { ptr::write_bytes(p, 0, total) };
-        return p as *mut c_void;
-    }
-    real::calloc(n, size)
-}
-
-#[inline(never)]
-fn calloc_slow(n: usize, size: usize, total: usize, site: usize) -> *mut c_void {
-    // SAFETY: size at least 1, MIN_ALIGN a power of two. The arena clears the block unless its
-    // memory is known to be fresh from the kernel.
-    let p = unsafe { router::alloc_zeroed(total.max(1), MIN_ALIGN, site) };
-    if !p.is_null() {
-        return p as *mut c_void;
-    }
-    real::calloc(n, size)
 }
 
 /// Aligned allocation shared by every aligned entry point; `align` is a power of two.

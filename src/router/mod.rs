@@ -10,6 +10,8 @@
 //!   to wherever a fresh allocation would go now (the arena inside a region, the next allocator
 //!   outside), so a buffer that escaped its region leaves the arena when it next grows.
 
+pub mod malloc;
+
 use core::ptr;
 use core::sync::atomic::Ordering;
 
