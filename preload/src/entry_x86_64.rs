@@ -2,12 +2,16 @@
 //! that the other builds run (the `tls-thread-local` build on x86-64, and every other target),
 //! and `scripts/test.sh` runs the preload tests against both:
 //!
-//! | block | what it does | its Rust twin |
-//! |---|---|---|
-//! | `malloc` | a region's block under a page, and at a cache line from a page on | `Arena::try_alloc_fast_small`, `Arena::try_alloc_fast_aligned`, `Arena::bump` (through `malloc_at`, `router::alloc`) |
-//! | `free` | the owner's LIFO free at `below_top` | the LIFO branch of `Arena::try_free_local_fast` with `Arena::release_top` (through `entry::free`) |
-//! | `with_site!` | `calloc`, `realloc` and `__libc_*` load the caller's return address | `entry.rs`'s `with_site!`, which passes 0 |
-//! | `dlsym` | our CUDA hooks for hooked names, the real `dlsym` otherwise | none: x86-64 only, as the CUDA hooks are |
+//! * `malloc`: a region's block under a page, and at a cache line from a page on. Twin:
+//!   `Arena::try_alloc_fast_small`, `Arena::try_alloc_fast_aligned` and `Arena::bump`, through
+//!   `malloc_at` and `router::malloc`.
+//! * `free`: the owner's LIFO free at `below_top`. Twin: the LIFO branch of
+//!   `Arena::try_free_local_fast` with `Arena::release_top`, through `malloc.rs`'s `free`.
+//! * `with_site!`: `calloc`, `realloc`, `__libc_*` (and `malloc` in the twin build) load the
+//!   caller's return address.
+//!   Twin: `entry.rs`'s `with_site!`, which passes 0.
+//! * `dlsym`: our CUDA hooks for hooked names, the real `dlsym` otherwise. No twin: x86-64 only,
+//!   as the CUDA hooks are.
 //!
 //! The words the blocks read in an arena are [`asm_layout`](resizealloc::arena::asm_layout)'s
 //! offsets; the thread state's are `region::OWN_OFFSET` and `region::FREE_ARENA_OFFSET`, in the
@@ -96,13 +100,13 @@ mod alloc_free {
                     "mov rdx, qword ptr fs:[rax]",
                     "cmp rdx, {predict}",
                     "jbe 3f",
-                    // In a region; rdx = the arena. `size - 1` above the small path's: 0 bytes, or a
-                    // page or more (below, at label 4).
+                    // In a region; rdx = the arena. `size - 1` above the small path's: 0 bytes, or
+                    // a page or more (below, at label 4).
                     "lea rax, [rdi - 1]",
                     "cmp rax, {small_max}",
                     "ja 4f",
-                    // rcx = top (the header goes there), r8 = the new top: the block's end rounded up to
-                    // 16 (`limit` is 16-byte aligned, so testing it is testing the end).
+                    // rcx = top (the header goes there), r8 = the new top: the block's end rounded
+                    // up to 16 (`limit` is 16-byte aligned, so testing it is testing the end).
                     "mov rcx, qword ptr [rdx + {top}]",
                     "lea r8, [rdi + rcx + {end_rounding}]",
                     "and r8, -{min_align}",
@@ -120,9 +124,9 @@ mod alloc_free {
                     "mov qword ptr [rdx + {below_top}], rcx",
                     "inc qword ptr [rdx + {region_allocs}]",
                     $exit,
-                    // A page or more: `try_alloc_fast_aligned` at a cache line's alignment. 0 bytes, or
-                    // more than an arena holds (`size - 1` has a bit at or above `MAX_SLOT`'s): the slow
-                    // path.
+                    // A page or more: `try_alloc_fast_aligned` at a cache line's alignment. 0
+                    // bytes, or more than an arena holds (`size - 1` has a bit at or above
+                    // `MAX_SLOT`'s): the slow path.
                     "4:",
                     "shr rax, {max_slot_shift}",
                     "jnz {slow}",
@@ -139,8 +143,8 @@ mod alloc_free {
                     "lea rsi, [rax - {header}]",
                     "cmp rsi, rcx",
                     "jne 6f",
-                    // `bump` again, for a header in rsi: with one copy, one of the two paths would take a
-                    // branch to it.
+                    // `bump` again, for a header in rsi: with one copy, one of the two paths would
+                    // take a branch to it.
                     "5:",
                     "mov qword ptr [rdx + {top}], r8",
                     "shl rdi, {tag_shift}",
@@ -151,7 +155,8 @@ mod alloc_free {
                     "mov qword ptr [rdx + {below_top}], rsi",
                     "inc qword ptr [rdx + {region_allocs}]",
                     $exit,
-                    // `[top, header)`: a gap header, so that a walk of the uncounted range steps over it.
+                    // `[top, header)`: a gap header, so that a walk of the uncounted range steps
+                    // over it.
                     "6:",
                     "mov r9, rsi",
                     "sub r9, rcx",
@@ -162,7 +167,8 @@ mod alloc_free {
                     "3:",
                     "cmp rdx, {settled}",
                     "jne 2f",
-                    // `real::MALLOC` always holds a callable `malloc` (the next object's, or the resolver).
+                    // `real::MALLOC` always holds a callable `malloc` (the next object's, or the
+                    // resolver).
                     "jmp qword ptr [rip + {next}]",
                     "2:",
                     "mov rsi, qword ptr [rsp]",
@@ -205,24 +211,26 @@ mod alloc_free {
                     "sub rcx, qword ptr [rip + {base}]",
                     "cmp rcx, rax",
                     "jae 3f",
-                    // An arena block. rsi = the thread's own arena, or `region::NO_ARENA` (never null).
+                    // An arena block. rsi = the thread's own arena, or `region::NO_ARENA` (never
+                    // null).
                     "mov rax, qword ptr [rip + resizealloc_thread_state@GOTTPOFF]",
                     "mov rsi, qword ptr fs:[rax + {free_arena}]",
-                    // `is_last_uncounted`: the header (rax) is `below_top`, and not below `uncounted`.
-                    // Any other block (and any block when rsi is `NO_ARENA`, whose `below_top` is 1): the
-                    // rest of the fast path, with the arena in rsi.
+                    // `is_last_uncounted`: the header (rax) is `below_top`, and not below
+                    // `uncounted`. Any other block (and any block when rsi is `NO_ARENA`, whose
+                    // `below_top` is 1): the rest of the fast path, with the arena in rsi.
                     "lea rax, [rdi - {header}]",
                     "cmp rax, qword ptr [rsi + {below_top}]",
                     "jne {other}",
                     "cmp rax, qword ptr [rsi + {uncounted}]",
                     "jb {other}",
-                    // rcx = the link; its word's low byte says whether the release would go on down (or
-                    // that another thread freed this block): then `free_last_uncounted` does it all.
+                    // rcx = the link; its word's low byte says whether the release would go on down
+                    // (or that another thread freed this block): then `free_last_uncounted` does it
+                    // all.
                     "mov rcx, qword ptr [rax + {link}]",
                     "cmp byte ptr [rcx], {freed_byte}",
                     "je {last}",
-                    // The tag says freed (double frees), the peak is noted, the bump pointer goes back to
-                    // the header and `below_top` to the link.
+                    // The tag says freed (double frees), the peak is noted, the bump pointer goes
+                    // back to the header and `below_top` to the link.
                     "mov word ptr [rax], {freed_half}",
                     "mov rdx, qword ptr [rsi + {top}]",
                     "cmp rdx, qword ptr [rsi + {peak_top}]",
@@ -237,8 +245,9 @@ mod alloc_free {
                     "3:",
                     "cmp byte ptr [rip + {watch}], 0",
                     "jne {watched}",
-                    // `real::FREE` always holds a callable `free` (the next object's, or the resolver); no
-                    // bootstrap block exists while the watch flags are clear (`WATCH_FRONT_END`).
+                    // `real::FREE` always holds a callable `free` (the next object's, or the
+                    // resolver); no bootstrap block exists while the watch flags are clear
+                    // (`WATCH_FRONT_END`).
                     "jmp qword ptr [rip + {next}]",
                     len = sym resizealloc::reservation::LEN,
                     base = sym resizealloc::reservation::BASE,

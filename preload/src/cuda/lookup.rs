@@ -206,10 +206,10 @@ pub extern "C" fn cuGetProcAddress_v2(
     r
 }
 
-/// Decides whether `dlsym(handle, name)` should answer with one of our hooks; null means "ask
-/// the real dlsym", [`HIDDEN`] means "answer NULL". Called from the naked `dlsym` (`entry_x86_64.rs`), so it
-/// must not call our `dlsym` itself (it calls the real one). `RTLD_NEXT` lookups depend on the
-/// caller's address, so they always go to the real dlsym.
+/// Decides whether `dlsym(handle, name)` should answer with one of our hooks; null means "ask the
+/// real dlsym", [`HIDDEN`] means "answer NULL". Called from the naked `dlsym` (`entry_x86_64.rs`),
+/// so it must not call our `dlsym` itself (it calls the real one). `RTLD_NEXT` lookups depend on
+/// the caller's address, so they always go to the real dlsym.
 pub(crate) extern "C" fn dlsym_filter(handle: *mut c_void, name: *const c_char) -> *mut c_void {
     drv::real_dlsym(); // make sure the jump target exists
     if name.is_null() || handle == libc::RTLD_NEXT {
