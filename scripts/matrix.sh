@@ -1,0 +1,97 @@
+#!/usr/bin/env bash
+# The region benchmark matrix (scripts/matrix.c: free orders x sizes x live blocks, a tree, and
+# growth by realloc), in C under LD_PRELOAD: glibc, mimalloc, jemalloc, tcmalloc,
+# libresizealloc.so, the ideal (scripts/bench_ideal.c, unsound: the floor of any region
+# allocator behind malloc) and the sound floor (scripts/bench_sound_floor.c -DHDR=16: the
+# leanest sound design we know for frees in any order). Interleaved over ROUNDS rounds; each
+# ratio is taken within a round and the table gives the median of the per-round ratios.
+#   ROUNDS=5 (default)   QUICK=1 (a tenth of the work per cell)   ONLY=cell,cell,...
+# Writes target/matrix/results.md (and prints it).
+set -euo pipefail
+ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+cd "$ROOT"
+ROUNDS=${ROUNDS:-5}
+OUT=target/matrix
+RAW=$OUT/raw
+LIBDIR=/usr/lib/x86_64-linux-gnu
+mkdir -p "$OUT" "$RAW"
+rm -f "$RAW"/*
+cargo build -q --release -p resizealloc-preload
+gcc -std=gnu11 -O2 -Wall -o "$OUT/matrix" scripts/matrix.c -ldl -lm
+# The ideal gets the library's code alignment (its entry points start on a cache line), so that
+# where code lands does not make the floor look slower than it is.
+gcc -O2 -shared -fPIC -falign-functions=64 -ftls-model=initial-exec -o "$OUT/libideal.so" \
+    scripts/bench_ideal.c -ldl
+gcc -O2 -shared -fPIC -falign-functions=64 -DHDR=16 -o "$OUT/libsoundhdr.so" \
+    scripts/bench_sound_floor.c -ldl
+
+NAMES=(glibc)
+declare -A PRELOAD=([glibc]="")
+for spec in mimalloc:libmimalloc.so.2 jemalloc:libjemalloc.so.2 tcmalloc:libtcmalloc_minimal.so.4; do
+    name=${spec%%:*}; lib=$LIBDIR/${spec#*:}
+    if [[ -f $lib ]]; then NAMES+=("$name"); PRELOAD[$name]=$lib
+    else echo "WARNING: $lib not found; skipping $name (bash scripts/setup.sh installs it)" >&2; fi
+done
+NAMES+=(resizealloc ideal sound)
+PRELOAD[resizealloc]=$ROOT/target/release/libresizealloc.so
+PRELOAD[ideal]=$ROOT/$OUT/libideal.so
+PRELOAD[sound]=$ROOT/$OUT/libsoundhdr.so
+ARGS=()
+[[ -n ${QUICK:-} ]] && ARGS+=(--quick)
+[[ -n ${ONLY:-} ]] && ARGS+=(--only "$ONLY")
+
+for ((r = 1; r <= ROUNDS; r++)); do
+    for a in "${NAMES[@]}"; do
+        # The sound floor refuses what it does not implement (aborts): its cell is then empty.
+        env ${PRELOAD[$a]:+LD_PRELOAD=${PRELOAD[$a]}} "$OUT/matrix" "${ARGS[@]}" \
+            >"$RAW/$a.$r.txt" 2>/dev/null || true
+    done
+    echo "round $r of $ROUNDS done" >&2
+done
+
+python3 - "$RAW" "$ROUNDS" "${NAMES[@]}" >"$OUT/results.md" <<'EOF'
+import statistics, sys
+raw, rounds, names = sys.argv[1], int(sys.argv[2]), sys.argv[3:]
+data = {}  # (name, round) -> {cell: ns}
+cells = []
+for n in names:
+    for r in range(1, rounds + 1):
+        d = {}
+        try:
+            for line in open(f"{raw}/{n}.{r}.txt"):
+                p = line.split()
+                if len(p) >= 3 and p[0] == "RESULT":
+                    d[p[1]] = float(p[2])
+                    if p[1] not in cells:
+                        cells.append(p[1])
+        except FileNotFoundError:
+            pass
+        data[n, r] = d
+peers = [n for n in ("glibc", "mimalloc", "jemalloc", "tcmalloc") if n in names]
+def med(xs):
+    return statistics.median(xs) if xs else None
+def ratio(cell, num, den):
+    xs = []
+    for r in range(1, rounds + 1):
+        a = data[num, r].get(cell) if isinstance(num, str) else None
+        if isinstance(den, list):
+            b = min((data[p, r][cell] for p in den if cell in data[p, r]), default=None)
+        else:
+            b = data[den, r].get(cell)
+        if a and b:
+            xs.append(a / b)
+    return med(xs)
+def f(x, fmt="{:.2f}"):
+    return "" if x is None else fmt.format(x)
+cols = [n for n in names]
+print(f"Median of {rounds} interleaved rounds; ns per allocation (an allocation and its free, "
+      "or a realloc step); ratios are medians of per-round ratios.\n")
+print("| cell | " + " | ".join(cols) + " | resizealloc / ideal | / sound floor | / fastest peer | / mimalloc |")
+print("|---|" + "---:|" * (len(cols) + 4))
+for c in cells:
+    row = [f(med([data[n, r][c] for r in range(1, rounds + 1) if c in data[n, r]]), "{:.1f}") for n in cols]
+    row += [f(ratio(c, "resizealloc", "ideal")), f(ratio(c, "resizealloc", "sound")),
+            f(ratio(c, "resizealloc", peers)), f(ratio(c, "resizealloc", "mimalloc"))]
+    print(f"| {c} | " + " | ".join(row) + " |")
+EOF
+cat "$OUT/results.md"
