@@ -49,49 +49,7 @@ for ((r = 1; r <= ROUNDS; r++)); do
     echo "round $r of $ROUNDS done" >&2
 done
 
-python3 - "$RAW" "$ROUNDS" "${NAMES[@]}" >"$OUT/results.md" <<'EOF'
-import statistics, sys
-raw, rounds, names = sys.argv[1], int(sys.argv[2]), sys.argv[3:]
-data = {}  # (name, round) -> {cell: ns}
-cells = []
-for n in names:
-    for r in range(1, rounds + 1):
-        d = {}
-        try:
-            for line in open(f"{raw}/{n}.{r}.txt"):
-                p = line.split()
-                if len(p) >= 3 and p[0] == "RESULT":
-                    d[p[1]] = float(p[2])
-                    if p[1] not in cells:
-                        cells.append(p[1])
-        except FileNotFoundError:
-            pass
-        data[n, r] = d
-peers = [n for n in ("glibc", "mimalloc", "jemalloc", "tcmalloc") if n in names]
-def med(xs):
-    return statistics.median(xs) if xs else None
-def ratio(cell, num, den):
-    xs = []
-    for r in range(1, rounds + 1):
-        a = data[num, r].get(cell) if isinstance(num, str) else None
-        if isinstance(den, list):
-            b = min((data[p, r][cell] for p in den if cell in data[p, r]), default=None)
-        else:
-            b = data[den, r].get(cell)
-        if a and b:
-            xs.append(a / b)
-    return med(xs)
-def f(x, fmt="{:.2f}"):
-    return "" if x is None else fmt.format(x)
-cols = [n for n in names]
-print(f"Median of {rounds} interleaved rounds; ns per allocation (an allocation and its free, "
-      "or a realloc step); ratios are medians of per-round ratios.\n")
-print("| cell | " + " | ".join(cols) + " | resizealloc / ideal | / sound floor | / fastest peer | / mimalloc |")
-print("|---|" + "---:|" * (len(cols) + 4))
-for c in cells:
-    row = [f(med([data[n, r][c] for r in range(1, rounds + 1) if c in data[n, r]]), "{:.1f}") for n in cols]
-    row += [f(ratio(c, "resizealloc", "ideal")), f(ratio(c, "resizealloc", "sound")),
-            f(ratio(c, "resizealloc", peers)), f(ratio(c, "resizealloc", "mimalloc"))]
-    print(f"| {c} | " + " | ".join(row) + " |")
-EOF
+python3 scripts/ratio_table.py "$RAW" "$ROUNDS" --target resizealloc \
+    --peers glibc,mimalloc,jemalloc,tcmalloc --refs ideal,sound --unit "ns per allocation (an allocation and its free, or a realloc step)" \
+    "${NAMES[@]}" >"$OUT/results.md"
 cat "$OUT/results.md"

@@ -1,0 +1,18 @@
+//! `examples/workloads/common.rs` under `ResizeAlloc::wrap(MiMalloc)`, a region per request.
+#[path = "workloads/common.rs"]
+mod common;
+
+#[global_allocator]
+static A: resizealloc::ResizeAlloc<mimalloc::MiMalloc> =
+    resizealloc::ResizeAlloc::wrap(mimalloc::MiMalloc);
+
+struct Regions;
+impl common::Region for Regions {
+    fn run<T>(f: impl FnOnce() -> T) -> T {
+        resizealloc::region(f)
+    }
+}
+
+fn main() {
+    common::main::<Regions>()
+}
