@@ -1,6 +1,6 @@
 //! The global mode (markers, process, off) and the foreign-free watch: the words the allocation
-//! and free paths test before anything else. A leaf: `options` sets them, `region`, `slab` and
-//! the front ends read them.
+//! and free paths test before anything else. It imports only `published`: `options` sets the
+//! words, `region`, `slab`, the router and the front ends read them.
 
 use core::sync::atomic::{AtomicU8, Ordering};
 
