@@ -6,6 +6,7 @@
 # leanest sound design we know for frees in any order). Interleaved over ROUNDS rounds; each
 # ratio is taken within a round and the table gives the median of the per-round ratios.
 #   ROUNDS=5 (default)   QUICK=1 (a tenth of the work per cell)   ONLY=cell,cell,...
+#   BASELINE_SO=path     another libresizealloc.so, measured as the column "before"
 # Writes target/matrix/results.md (and prints it).
 set -euo pipefail
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -32,8 +33,10 @@ for spec in mimalloc:libmimalloc.so.2 jemalloc:libjemalloc.so.2 tcmalloc:libtcma
     if [[ -f $lib ]]; then NAMES+=("$name"); PRELOAD[$name]=$lib
     else echo "WARNING: $lib not found; skipping $name (bash scripts/setup.sh installs it)" >&2; fi
 done
-NAMES+=(resizealloc ideal sound)
+NAMES+=(resizealloc)
 PRELOAD[resizealloc]=$ROOT/target/release/libresizealloc.so
+if [[ -n ${BASELINE_SO:-} ]]; then NAMES+=(before); PRELOAD[before]=$BASELINE_SO; fi
+NAMES+=(ideal sound)
 PRELOAD[ideal]=$ROOT/$OUT/libideal.so
 PRELOAD[sound]=$ROOT/$OUT/libsoundhdr.so
 ARGS=()
@@ -50,6 +53,6 @@ for ((r = 1; r <= ROUNDS; r++)); do
 done
 
 python3 scripts/ratio_table.py "$RAW" "$ROUNDS" --target resizealloc \
-    --peers glibc,mimalloc,jemalloc,tcmalloc --refs ideal,sound --unit "ns per allocation (an allocation and its free, or a realloc step)" \
+    --peers glibc,mimalloc,jemalloc,tcmalloc --refs "ideal,sound${BASELINE_SO:+,before}" --unit "ns per allocation (an allocation and its free, or a realloc step)" \
     "${NAMES[@]}" >"$OUT/results.md"
 cat "$OUT/results.md"
