@@ -5,13 +5,6 @@ mod common;
 #[global_allocator]
 static A: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
-struct NoRegion;
-impl common::Region for NoRegion {
-    fn run<T>(f: impl FnOnce() -> T) -> T {
-        f()
-    }
-}
-
 fn main() {
-    common::main::<NoRegion>()
+    common::main::<common::NoRegion>()
 }

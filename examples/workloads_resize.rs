@@ -5,13 +5,6 @@ mod common;
 #[global_allocator]
 static A: resizealloc::ResizeAlloc = resizealloc::ResizeAlloc::new();
 
-struct Regions;
-impl common::Region for Regions {
-    fn run<T>(f: impl FnOnce() -> T) -> T {
-        resizealloc::region(f)
-    }
-}
-
 fn main() {
-    common::main::<Regions>()
+    common::main::<common::Regions>()
 }

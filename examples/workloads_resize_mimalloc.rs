@@ -6,13 +6,6 @@ mod common;
 static A: resizealloc::ResizeAlloc<mimalloc::MiMalloc> =
     resizealloc::ResizeAlloc::wrap(mimalloc::MiMalloc);
 
-struct Regions;
-impl common::Region for Regions {
-    fn run<T>(f: impl FnOnce() -> T) -> T {
-        resizealloc::region(f)
-    }
-}
-
 fn main() {
-    common::main::<Regions>()
+    common::main::<common::Regions>()
 }

@@ -2,13 +2,6 @@
 #[path = "workloads/common.rs"]
 mod common;
 
-struct NoRegion;
-impl common::Region for NoRegion {
-    fn run<T>(f: impl FnOnce() -> T) -> T {
-        f()
-    }
-}
-
 fn main() {
-    common::main::<NoRegion>()
+    common::main::<common::NoRegion>()
 }

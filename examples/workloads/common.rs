@@ -19,9 +19,27 @@ use std::fmt::Write;
 use std::hint::black_box;
 use std::time::Instant;
 
-/// How the binary marks a request as a region (a no-op for allocators without regions).
+/// How the binary marks a request as a region.
 pub trait Region {
     fn run<T>(f: impl FnOnce() -> T) -> T;
+}
+
+/// For allocators without regions: the request runs as it is.
+#[allow(dead_code)] // each binary uses one of the two
+pub struct NoRegion;
+impl Region for NoRegion {
+    fn run<T>(f: impl FnOnce() -> T) -> T {
+        f()
+    }
+}
+
+/// For `ResizeAlloc`: `resizealloc::region` around the request.
+#[allow(dead_code)]
+pub struct Regions;
+impl Region for Regions {
+    fn run<T>(f: impl FnOnce() -> T) -> T {
+        resizealloc::region(f)
+    }
 }
 
 fn json_document() -> String {

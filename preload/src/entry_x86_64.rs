@@ -277,8 +277,8 @@ mod alloc_free {
     ///   [`Arena::try_alloc_fast_small`] for a block under a page, with no taken branch,
     ///   [`Arena::try_alloc_fast_aligned`] at a cache line's alignment for a larger one, and
     ///   `Arena::bump` (the offsets and tags come from [`asm_layout`]). Each taken branch on the
-    ///   way from `malloc` into a Rust function cost the Bumper loop about 3 % (BENCHMARKS.md,
-    ///   eleventh session). A full run, 0 bytes or a size beyond any arena go to
+    ///   way from `malloc` into a Rust function cost the Bumper loop about 3 % (`scripts/bench.sh`).
+    ///   A full run, 0 bytes or a size beyond any arena go to
     ///   [`malloc_slow`] (it reads no site for a thread in a region, so the second argument
     ///   register holds whatever the program left there);
     /// * a thread outside regions whose mode is known (`SETTLED`) jumps straight to the next
@@ -319,7 +319,7 @@ mod alloc_free {
     ///   freed below it: right here, with no taken branch (the LIFO branch of
     ///   [`Arena::try_free_local_fast`] and `Arena::release_top`, with the offsets and tags of
     ///   [`asm_layout`]). Why: each taken branch on the way into a
-    ///   Rust function cost the Bumper loop about 3 % (BENCHMARKS.md, eleventh session);
+    ///   Rust function cost the Bumper loop about 3 % (`scripts/bench.sh`);
     /// * every other arena block goes to [`free_arena_block_other`], watched foreign pointers to
     ///   [`free_foreign_watched`].
     ///

@@ -10,7 +10,7 @@
 //! checks what the two do, and `scripts/test.sh` runs the preload tests once more with the
 //! arena's invariants checked after every operation of the Rust paths. Why assembly: each taken
 //! branch on the way from `malloc` or `free` into a Rust function cost the Bumper loop about 3 %
-//! (BENCHMARKS.md, eleventh session).
+//! (measured with `scripts/bench.sh`).
 
 use core::mem::{offset_of, size_of};
 

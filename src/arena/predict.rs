@@ -203,7 +203,7 @@ impl Arena {
     /// in the cache, where a bump arena walks its whole lap (192 KiB for a window of 32
     /// temporaries of up to 1 KiB freed in random order, one L1 miss per allocation): such a
     /// thread ran at half glibc's speed in the arena and at 1.3x through the heap, which also
-    /// skips the predictor's work and holds less memory (see BENCHMARKS.md, seventh session).
+    /// skips the predictor's work and holds less memory (`scripts/mem_bench.sh`).
     #[inline(always)]
     fn small_heap_takes(&self, size: usize) -> bool {
         self.recycle && size <= MAX_SMALL

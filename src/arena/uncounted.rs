@@ -20,7 +20,7 @@ impl Arena {
     /// `limit`, lies below `data_start`, so below `uncounted`: it never passes.)
     ///
     /// The tag test this replaces cost 5 % of the Bumper loop's time and 7 % of the LIFO
-    /// workload's (BENCHMARKS.md, tenth session): a branch on a load from the header just
+    /// workload's (`scripts/bench.sh`): a branch on a load from the header just
     /// written, where a branch on a word of the arena's line costs nothing measurable.
     #[inline(always)]
     pub(super) fn is_last_uncounted(&self, hdr: usize) -> bool {
