@@ -8,6 +8,9 @@ use super::Arena;
 use crate::layout::{align_up, GRANULE, HEADER, MIN_ALIGN};
 use crate::os;
 
+/// How much of the memory known to read as zero [`Arena::check_reads_as_zero`] reads.
+const ZERO_CHECK_BYTES: usize = 256 << 10;
+
 #[cold]
 #[inline(never)]
 fn invariant_broken(what: &str) -> ! {
@@ -26,6 +29,7 @@ impl Arena {
             return Err("the uncounted range is not a row of blocks ending at the bump pointer");
         }
         let (top, run_end) = (self.top.get(), self.run_end.get());
+        self.check_reads_as_zero()?;
         let ahead = align_up(top, GRANULE);
         let mut result = Ok(());
         self.for_each_granule(|start, blocks| {
@@ -135,6 +139,28 @@ impl Arena {
             if word_tag(word) != TAG_LIVE && word_tag(word) != TAG_FREED_REMOTE {
                 return Err("the block below the bump pointer is sampled or freed by its owner");
             }
+        }
+        Ok(())
+    }
+
+    /// The memory `calloc` takes as zero without clearing it, `[max(zero_from, highest top),
+    /// run_end)`, reads as zero: its first [`ZERO_CHECK_BYTES`] (reading pages never touched
+    /// maps the kernel's zero page, so the check costs no resident memory).
+    fn check_reads_as_zero(&self) -> Result<(), &'static str> {
+        let from = self
+            .zero_from
+            .get()
+            .max(self.peak_top.get())
+            .max(self.top.get());
+        let from = align_up(from, 8);
+        let to = self.run_end.get().min(from.saturating_add(ZERO_CHECK_BYTES));
+        let mut a = from;
+        while a < to {
+            // SAFETY: committed memory of the current run, past every block of it.
+            if unsafe { *(a as *const u64) } != 0 {
+                return Err("memory calloc takes as zero holds old bytes");
+            }
+            a += 8;
         }
         Ok(())
     }

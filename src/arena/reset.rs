@@ -254,7 +254,12 @@ impl Arena {
         }
         self.record_peak(0);
         // The bump pointer did not move up: the next region starts where it is (a LIFO free of
-        // an older block may have taken it below the origin).
+        // an older block may have taken it below the origin). The highest top is forgotten, so
+        // what lies under it joins what may have been written, as in `resume_at`: a region that
+        // lapped wrote blocks in a new run below the old one's peak, and that peak alone said
+        // so (a `calloc` of the next region then read their bytes).
+        self.zero_from
+            .set(self.zero_from.get().max(self.peak_top.get()));
         self.origin.set(self.top.get());
         self.peak_top.set(self.top.get());
         self.checkpoint_depth.set(0);
