@@ -123,6 +123,7 @@ mod alloc_free {
                     "mov qword ptr [rcx + {link}], rsi",
                     "mov qword ptr [rdx + {below_top}], rcx",
                     "inc qword ptr [rdx + {region_allocs}]",
+                    "inc qword ptr [rdx + {live_uncounted}]",
                     $exit,
                     // A page or more: `try_alloc_fast_aligned` at a cache line's alignment. 0
                     // bytes, or more than an arena holds (`size - 1` has a bit at or above
@@ -154,6 +155,7 @@ mod alloc_free {
                     "mov qword ptr [rsi + {link}], rcx",
                     "mov qword ptr [rdx + {below_top}], rsi",
                     "inc qword ptr [rdx + {region_allocs}]",
+                    "inc qword ptr [rdx + {live_uncounted}]",
                     $exit,
                     // `[top, header)`: a gap header, so that a walk of the uncounted range steps
                     // over it.
@@ -181,6 +183,7 @@ mod alloc_free {
                     limit = const asm_layout::LIMIT,
                     below_top = const asm_layout::BELOW_TOP,
                     region_allocs = const asm_layout::REGION_ALLOCS,
+                    live_uncounted = const asm_layout::LIVE_UNCOUNTED,
                     // The header, then the end rounded up to `MIN_ALIGN`.
                     end_rounding = const arena::HEADER + arena::MIN_ALIGN - 1,
                     header = const arena::HEADER,
@@ -232,6 +235,7 @@ mod alloc_free {
                     // The tag says freed (double frees), the peak is noted, the bump pointer goes
                     // back to the header and `below_top` to the link.
                     "mov word ptr [rax], {freed_half}",
+                    "dec qword ptr [rsi + {live_uncounted}]",
                     "mov rdx, qword ptr [rsi + {top}]",
                     "cmp rdx, qword ptr [rsi + {peak_top}]",
                     "ja 5f",
@@ -259,6 +263,7 @@ mod alloc_free {
                     uncounted = const asm_layout::UNCOUNTED,
                     below_top = const asm_layout::BELOW_TOP,
                     peak_top = const asm_layout::PEAK_TOP,
+                    live_uncounted = const asm_layout::LIVE_UNCOUNTED,
                     freed_byte = const arena::TAG_FREED as u8,
                     freed_half = const arena::TAG_FREED as u16,
                     last = sym free_arena_block_last,

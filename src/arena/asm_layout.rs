@@ -28,6 +28,8 @@ pub const BELOW_TOP: usize = offset_of!(Arena, below_top);
 pub const PEAK_TOP: usize = offset_of!(Arena, peak_top);
 /// `Arena::region_allocs` (`OwnerCounter`: a `u64`).
 pub const REGION_ALLOCS: usize = offset_of!(Arena, region_allocs);
+/// `Arena::live_uncounted` (`Cell<usize>`).
+pub const LIVE_UNCOUNTED: usize = offset_of!(Arena, live_uncounted);
 /// Offset of the link in a block's header (after its size-and-tag word, `size << TAG_BITS |
 /// tag`, see [`super::TAG_BITS`]).
 pub const LINK: usize = 8;

@@ -25,8 +25,12 @@ impl Arena {
     /// builds check the O(1) part on every allocation.
     pub fn check_invariants(&self) -> Result<(), &'static str> {
         self.check_bump()?;
-        if self.for_each_uncounted(|_, _, _| {}).is_none() {
+        let mut live = 0;
+        if self.for_each_uncounted(|_, _, _| live += 1).is_none() {
             return Err("the uncounted range is not a row of blocks ending at the bump pointer");
+        }
+        if live != self.live_uncounted.get() {
+            return Err("live_uncounted is not the number of live blocks in the uncounted range");
         }
         let (top, run_end) = (self.top.get(), self.run_end.get());
         self.check_reads_as_zero()?;

@@ -174,6 +174,7 @@ impl Arena {
             plausible_slots: AtomicUsize::new(0),
             committed_bytes: OwnerCounter::default(),
             region_allocs: OwnerCounter::default(),
+            live_uncounted: Cell::new(0),
             live_local_bytes: OwnerCounter::default(),
             slot_base,
             local,

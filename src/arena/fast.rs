@@ -132,6 +132,7 @@ impl Arena {
         }
         self.below_top.set(hdr as usize);
         self.region_allocs.add(1);
+        self.live_uncounted.set(self.live_uncounted.get() + 1);
         // Its bytes join `live_local_bytes` when it is counted (`count_range`).
         self.debug_check();
         let p = p as *mut u8;

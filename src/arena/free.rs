@@ -76,11 +76,47 @@ impl Arena {
         // for double-free detection. (Had another thread freed it, `release_top` finds its
         // poisoned link and aborts.)
         unsafe { *(hdr as *mut u16) = TAG_FREED as u16 };
+        let live = self.live_uncounted.get() - 1;
+        self.live_uncounted.set(live);
         self.note_peak();
-        // SAFETY: a block of the current run with only padding up to `top`, freed by its owner
-        // just now, and `uncounted <= hdr` (the caller's obligation).
-        unsafe { self.release_top(hdr) };
+        if live == 0 {
+            // SAFETY: the last live block of the range, just freed by its owner.
+            unsafe { self.release_uncounted(hdr) };
+        } else {
+            // SAFETY: a block of the current run with only padding up to `top`, freed by its
+            // owner just now, and `uncounted <= hdr` (the caller's obligation).
+            unsafe { self.release_top(hdr) };
+        }
         self.debug_check();
+    }
+
+    /// The owner just freed the block at `hdr`, the last live one of the uncounted range: every
+    /// block of `[uncounted, top)` is free, so the bump pointer goes back to `uncounted` in one
+    /// step, where the links would have been walked block by block (FIFO, random order and a
+    /// tree's post-order all end this way). When the block is the range's first, that is its
+    /// LIFO release (which goes on down over counted blocks freed below it); otherwise
+    /// `below_top` names no block (the counted block below the range, if any, is found by its
+    /// end at `top`, see `lifo_release`).
+    ///
+    /// # Safety
+    /// Owner thread; `hdr` is a header of the uncounted range whose tag says freed, and
+    /// `live_uncounted` is 0.
+    #[inline(always)]
+    unsafe fn release_uncounted(&self, hdr: usize) {
+        let unc = self.uncounted.get();
+        if unc == hdr {
+            // SAFETY: every block above `hdr` is free, so only free memory lies between its end
+            // and `top`; the rest is the caller's obligation.
+            return unsafe { self.release_top(hdr) };
+        }
+        // SAFETY: caller's obligation: the block's header is ours to read. Atomic: had another
+        // thread freed the block (a double free now), it wrote `POISON_LINK` there.
+        let link = unsafe { (*((hdr + 8) as *const AtomicUsize)).load(Ordering::Relaxed) };
+        if link == poison_link() {
+            bad_free(true);
+        }
+        self.top.set(unc);
+        self.below_top.set(self.no_link());
     }
 
     /// [`Arena::try_free_local_fast`] after its LIFO test: the paths for a block that is not
@@ -138,8 +174,17 @@ impl Arena {
         // SAFETY: caller's obligation; marks it freed for double-free detection (and so that
         // the walk does not count it): the tag is the header word's low 16 bits (little endian).
         unsafe { *(hdr as *mut u16) = TAG_FREED as u16 };
+        let live = self.live_uncounted.get() - 1;
+        self.live_uncounted.set(live);
         let top = self.top.get();
-        if align_up(end, MIN_ALIGN) == top {
+        if live == 0 {
+            if top > self.peak_top.get() {
+                self.peak_top.set(top);
+            }
+            // SAFETY: the last live block of the range, just freed by its owner (its tag said
+            // live, so no other thread freed it).
+            unsafe { self.release_uncounted(hdr) };
+        } else if align_up(end, MIN_ALIGN) == top {
             if top > self.peak_top.get() {
                 self.peak_top.set(top);
             }

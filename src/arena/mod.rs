@@ -250,6 +250,13 @@ pub struct Arena {
     plausible_slots: AtomicUsize,
     committed_bytes: OwnerCounter,
     region_allocs: OwnerCounter,
+    /// Blocks in the uncounted range `[uncounted, top)` that their owner has not freed (a block
+    /// another thread freed still counts). Zero says every block of the range is free: the
+    /// owner's free that makes it zero takes the bump pointer back to `uncounted` at once,
+    /// whatever the order of the frees, without walking the range (see
+    /// `Arena::release_uncounted`). `malloc`'s and `free`'s assembly paths keep it too
+    /// ([`asm_layout`]).
+    live_uncounted: Cell<usize>,
     /// Bytes (headers included, sizes rounded up to 16) of counted blocks allocated minus
     /// blocks freed by the owner (the uncounted range is not in it until it is counted); minus
     /// `remote_bytes` it is the arena's live bytes (the memory bound's measure).

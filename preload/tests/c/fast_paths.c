@@ -149,10 +149,11 @@ int main(void) {
 
     /* 7. Many blocks of both paths freed in a shuffled order, region after region: the frees
      * find every block (a wrong tag or header aborts), no block overlaps another (contents
-     * intact), and most regions get their memory back at once. Whether each release went all
-     * the way down is for the check-invariants library to see: a sampled block freed before the
-     * one above it waits for the region's end (Arena::sample), so not every region's memory
-     * comes back before it. */
+     * intact), and most regions get their memory back at their last free, whichever block that
+     * is: the free that leaves no live block in the uncounted range takes the bump pointer back
+     * to its start, so a new block lands at or below the first one. (A region whose run the slow
+     * path extended for a large block has its first blocks counted, outside the range: those
+     * come back at the region end; 9 of these 50.) */
     uint64_t rng = 0x9E3779B97F4A7C15ull;
     int intact = 1, came_back = 0;
     for (int r = 0; r < 50; r++) {
@@ -177,12 +178,12 @@ int main(void) {
             free(blk[order[i]]);
         }
         char *n = malloc(16);
-        came_back += (uintptr_t)n == blk0;
+        came_back += (uintptr_t)n <= blk0;
         free(n);
         resize_region_end();
     }
     CHECK(intact, "shuffled frees: every block kept its contents");
-    CHECK(came_back >= 25, "shuffled frees: the memory came back before the end in %d of 50",
+    CHECK(came_back >= 40, "shuffled frees: the memory came back before the end in %d of 50",
           came_back);
 
     /* 8. A thread that never had an arena frees this thread's blocks, the last one first: its
