@@ -1452,7 +1452,11 @@ fn zeroed_blocks_read_as_zero_in_regions_that_lap_over_given_back_memory() {
     fn take(a: &Arena, n: usize, zeroed: bool) -> Block {
         // As the router serves a region: through the predictor once the arena predicts (a
         // site per kind of call), else from the arena.
-        let site = if zeroed { 0x5555_0000_1000 } else { 0x5555_0000_2000 };
+        let site = if zeroed {
+            0x5555_0000_1000
+        } else {
+            0x5555_0000_2000
+        };
         // SAFETY: owner thread, size >= 1, align 16.
         let p = unsafe {
             if a.predicting() {

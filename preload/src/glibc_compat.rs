@@ -19,52 +19,113 @@
 use core::ffi::{c_char, c_int, c_void};
 use core::fmt::Write;
 
+use resizealloc::os::PAGE;
+use resizealloc::router;
+
+use crate::chain;
 use crate::entry;
 use crate::malloc;
+use crate::real;
 use crate::real::{
     next_mallinfo2, Mallinfo, Mallinfo2, TrimFn, NEXT_MALLOC_INFO, NEXT_MALLOC_STATS,
     NEXT_MALLOC_TRIM,
 };
 
 // ------------------------------------------------------------------------------ __libc_*
+//
+// Each takes its caller: a call from an object after the library (the next allocator, say a
+// wrapper that hands its calls on to glibc's names) goes to glibc's `__libc_*` at once, never
+// back into the library (see `chain.rs`); any other caller gets the library's own function.
 
 entry::with_site! {
-    /// `__libc_malloc`: `malloc`.
-    fn __libc_malloc(size: usize) => malloc::malloc_at, "rsi"
+    /// `__libc_malloc`: `malloc`, or glibc's for the next allocator.
+    fn __libc_malloc(size: usize) => libc_malloc_at, "rsi"
 }
 
-/// `__libc_free`: `free` (arena blocks included).
-#[no_mangle]
-pub extern "C" fn __libc_free(p: *mut c_void) {
-    entry::free(p)
-}
-
-entry::with_site! {
-    /// `__libc_calloc`: `calloc`.
-    fn __libc_calloc(n: usize, size: usize) => malloc::calloc_at, "rdx"
+extern "C" fn libc_malloc_at(size: usize, site: usize) -> *mut c_void {
+    if chain::called_from_next(site) {
+        return real::libc_malloc(size);
+    }
+    malloc::malloc_at(size, site)
 }
 
 entry::with_site! {
-    /// `__libc_realloc`: `realloc`.
-    fn __libc_realloc(p: *mut c_void, size: usize) => crate::realloc::realloc_at, "rdx"
+    /// `__libc_free`: `free` (arena blocks included), or glibc's for the next allocator's blocks.
+    fn __libc_free(p: *mut c_void) => libc_free_at, "rsi"
 }
 
-/// `__libc_memalign`: `memalign`.
-#[no_mangle]
-pub extern "C" fn __libc_memalign(align: usize, size: usize) -> *mut c_void {
-    malloc::memalign(align, size)
+extern "C" fn libc_free_at(p: *mut c_void, site: usize) -> *mut c_void {
+    let ours = router::owns(p.cast()) || router::owns_small(p.cast()) || real::is_boot(p);
+    if !ours && chain::called_from_next(site) {
+        real::libc_free(p);
+    } else {
+        malloc::free_any(p);
+    }
+    core::ptr::null_mut()
 }
 
-/// `__libc_valloc`: `valloc`.
-#[no_mangle]
-pub extern "C" fn __libc_valloc(size: usize) -> *mut c_void {
-    malloc::valloc(size)
+entry::with_site! {
+    /// `__libc_calloc`: `calloc`, or glibc's for the next allocator.
+    fn __libc_calloc(n: usize, size: usize) => libc_calloc_at, "rdx"
 }
 
-/// `__libc_pvalloc`: `pvalloc`.
-#[no_mangle]
-pub extern "C" fn __libc_pvalloc(size: usize) -> *mut c_void {
-    malloc::pvalloc(size)
+extern "C" fn libc_calloc_at(n: usize, size: usize, site: usize) -> *mut c_void {
+    if chain::called_from_next(site) {
+        return real::libc_calloc(n, size);
+    }
+    malloc::calloc_at(n, size, site)
+}
+
+entry::with_site! {
+    /// `__libc_realloc`: `realloc`, or glibc's for the next allocator's blocks.
+    fn __libc_realloc(p: *mut c_void, size: usize) => libc_realloc_at, "rdx"
+}
+
+extern "C" fn libc_realloc_at(p: *mut c_void, size: usize, site: usize) -> *mut c_void {
+    let ours = router::owns(p.cast()) || router::owns_small(p.cast()) || real::is_boot(p);
+    if !ours && chain::called_from_next(site) {
+        return real::libc_realloc(p, size);
+    }
+    crate::realloc::realloc_at(p, size, site)
+}
+
+entry::with_site! {
+    /// `__libc_memalign`: `memalign`, or glibc's for the next allocator.
+    fn __libc_memalign(align: usize, size: usize) => libc_memalign_at, "rdx"
+}
+
+extern "C" fn libc_memalign_at(align: usize, size: usize, site: usize) -> *mut c_void {
+    if chain::called_from_next(site) {
+        return real::libc_memalign(align, size);
+    }
+    malloc::memalign_any(align, size)
+}
+
+entry::with_site! {
+    /// `__libc_valloc`: `valloc`, or glibc's page-aligned block for the next allocator.
+    fn __libc_valloc(size: usize) => libc_valloc_at, "rsi"
+}
+
+extern "C" fn libc_valloc_at(size: usize, site: usize) -> *mut c_void {
+    if chain::called_from_next(site) {
+        return real::libc_memalign(PAGE, size);
+    }
+    malloc::valloc_any(size)
+}
+
+entry::with_site! {
+    /// `__libc_pvalloc`: `pvalloc`, or glibc's whole pages for the next allocator.
+    fn __libc_pvalloc(size: usize) => libc_pvalloc_at, "rsi"
+}
+
+extern "C" fn libc_pvalloc_at(size: usize, site: usize) -> *mut c_void {
+    if chain::called_from_next(site) {
+        return match size.max(1).checked_add(PAGE - 1) {
+            Some(rounded) => real::libc_memalign(PAGE, rounded & !(PAGE - 1)),
+            None => core::ptr::null_mut(),
+        };
+    }
+    malloc::pvalloc_any(size)
 }
 
 // ------------------------------------------------------------------------------ mallinfo

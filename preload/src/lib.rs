@@ -14,6 +14,8 @@
 //! * `malloc.rs`: the Rust paths of the malloc family (and the Rust twin of `free`);
 //! * `give_back.rs`: process mode's give-back of the next allocator's free memory;
 //! * `real.rs`: finding the next allocator and its extensions, and the bootstrap buffer;
+//! * `chain.rs`: whether a caller is an object after the library (the next allocator), for
+//!   the `__libc_*` exports;
 //! * `capi.rs`: the C API of `include/resizealloc.h`;
 //! * `report.rs`: stderr output without allocating;
 //! * `cuda/`: the CUDA driver and runtime hooks in front of the device pools;
@@ -23,6 +25,7 @@
 #![deny(unsafe_op_in_unsafe_fn)]
 
 mod capi;
+mod chain;
 #[cfg(target_arch = "x86_64")]
 mod cuda;
 mod entry;

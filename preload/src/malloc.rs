@@ -83,6 +83,15 @@ pub(crate) extern "C" fn calloc_at(n: usize, size: usize, site: usize) -> *mut c
 #[cfg(not(asm_entry_points))]
 #[no_mangle]
 pub extern "C" fn free(p: *mut c_void) {
+    free_any(p)
+}
+
+/// What `free` does, as a Rust function: the body of the twin `free`, and what `cfree` and
+/// `__libc_free` call in every build. (A call to the exported `free` goes through the symbol
+/// table, and so to the first `free` in the process: a wrapper preloaded in front of the
+/// library, whose `free` may come back through `__libc_free`.)
+#[inline(always)]
+pub(crate) fn free_any(p: *mut c_void) {
     // Foreign pointers first: outside regions they are nearly all of them, and one range check
     // and one flag send them on (the next allocator takes NULL too).
     if !router::owns(p as *mut u8) {
@@ -98,9 +107,8 @@ pub extern "C" fn free(p: *mut c_void) {
 
 /// `free` of a pointer in the arena reservation: the owner's blocks inline, the rest one cold
 /// call. (The assembly `free` makes these tests itself.)
-#[cfg(not(asm_entry_points))]
 #[inline(always)]
-fn free_arena_block(p: *mut c_void) {
+pub(crate) fn free_arena_block(p: *mut c_void) {
     // SAFETY: `p` is in the reservation, so it is an arena block (or the program's bug).
     if !unsafe { router::free_fast(p as *mut u8) } {
         // SAFETY: as above.
@@ -167,6 +175,14 @@ pub extern "C" fn aligned_alloc(align: usize, size: usize) -> *mut c_void {
 /// rounded gives NULL with `EINVAL`.
 #[no_mangle]
 pub extern "C" fn memalign(align: usize, size: usize) -> *mut c_void {
+    memalign_any(align, size)
+}
+
+/// What `memalign` does, as a Rust function for `__libc_memalign` (a call to the exported
+/// `memalign` would go through the symbol table to the first `memalign` in the process: see
+/// [`free_any`]).
+#[inline(always)]
+pub(crate) fn memalign_any(align: usize, size: usize) -> *mut c_void {
     let Some(align) = align.max(1).checked_next_power_of_two() else {
         set_errno(libc::EINVAL);
         return ptr::null_mut();
@@ -181,12 +197,24 @@ pub extern "C" fn memalign(align: usize, size: usize) -> *mut c_void {
 /// `valloc(3)`: page aligned.
 #[no_mangle]
 pub extern "C" fn valloc(size: usize) -> *mut c_void {
+    valloc_any(size)
+}
+
+/// What `valloc` does, for `__libc_valloc` (see [`memalign_any`]).
+#[inline(always)]
+pub(crate) fn valloc_any(size: usize) -> *mut c_void {
     aligned(PAGE, size)
 }
 
 /// `pvalloc(3)`: page aligned, size rounded up to whole pages.
 #[no_mangle]
 pub extern "C" fn pvalloc(size: usize) -> *mut c_void {
+    pvalloc_any(size)
+}
+
+/// What `pvalloc` does, for `__libc_pvalloc` (see [`memalign_any`]).
+#[inline(always)]
+pub(crate) fn pvalloc_any(size: usize) -> *mut c_void {
     let Some(rounded) = size.max(1).checked_add(PAGE - 1).map(|s| s & !(PAGE - 1)) else {
         set_errno(libc::ENOMEM);
         return ptr::null_mut();

@@ -30,6 +30,13 @@ static CALLOC: AtomicPtr<c_void> = AtomicPtr::new(core::ptr::null_mut());
 static REALLOC: AtomicPtr<c_void> = AtomicPtr::new(core::ptr::null_mut());
 static MEMALIGN: AtomicPtr<c_void> = AtomicPtr::new(core::ptr::null_mut());
 static USABLE: AtomicPtr<c_void> = AtomicPtr::new(core::ptr::null_mut());
+// The `__libc_*` names the library finds next (glibc's), for the next allocator's own calls to
+// them (see `chain.rs`). Null where the next objects have none.
+static LIBC_MALLOC: AtomicPtr<c_void> = AtomicPtr::new(core::ptr::null_mut());
+static LIBC_FREE: AtomicPtr<c_void> = AtomicPtr::new(core::ptr::null_mut());
+static LIBC_CALLOC: AtomicPtr<c_void> = AtomicPtr::new(core::ptr::null_mut());
+static LIBC_REALLOC: AtomicPtr<c_void> = AtomicPtr::new(core::ptr::null_mut());
+static LIBC_MEMALIGN: AtomicPtr<c_void> = AtomicPtr::new(core::ptr::null_mut());
 
 const UNINIT: u8 = 0;
 const INITIALIZING: u8 = 1;
@@ -124,6 +131,11 @@ fn resolve() -> bool {
     if m.is_null() || f.is_null() || c.is_null() || r.is_null() || a.is_null() {
         os::fatal(b"resizealloc: cannot find the next malloc with dlsym(RTLD_NEXT); is the program static?\n");
     }
+    LIBC_MALLOC.store(lookup(c"__libc_malloc"), Ordering::Release);
+    LIBC_FREE.store(lookup(c"__libc_free"), Ordering::Release);
+    LIBC_CALLOC.store(lookup(c"__libc_calloc"), Ordering::Release);
+    LIBC_REALLOC.store(lookup(c"__libc_realloc"), Ordering::Release);
+    LIBC_MEMALIGN.store(lookup(c"__libc_memalign"), Ordering::Release);
     MALLOC.store(m, Ordering::Release);
     FREE.store(f, Ordering::Release);
     CALLOC.store(c, Ordering::Release);
@@ -255,6 +267,70 @@ pub fn usable_size(p: *mut c_void) -> usize {
     }
     // SAFETY: `p` came from the next allocator.
     unsafe { core::mem::transmute::<*mut c_void, UsableFn>(f)(p) }
+}
+
+// ------------------------------------------------------------------------------ glibc's own names
+
+/// The `__libc_*` function in `slot` once the next allocator is resolved; null while our own
+/// lookup runs on this thread, or where the next objects have no such name.
+fn libc_name(slot: &AtomicPtr<c_void>) -> *mut c_void {
+    if STATE.load(Ordering::Acquire) != READY && !resolve() {
+        return core::ptr::null_mut();
+    }
+    slot.load(Ordering::Acquire)
+}
+
+/// The next objects' `__libc_malloc` (glibc's), else their `malloc`.
+pub fn libc_malloc(size: usize) -> *mut c_void {
+    let f = libc_name(&LIBC_MALLOC);
+    if f.is_null() {
+        return malloc(size);
+    }
+    // SAFETY: `f` is glibc's `__libc_malloc`, which has `malloc`'s type.
+    unsafe { core::mem::transmute::<*mut c_void, MallocFn>(f)(size) }
+}
+
+/// The next objects' `__libc_free` (glibc's), else their `free`. Bootstrap blocks are ignored.
+pub fn libc_free(p: *mut c_void) {
+    if is_boot(p) {
+        return;
+    }
+    let f = libc_name(&LIBC_FREE);
+    if f.is_null() {
+        return free(p);
+    }
+    // SAFETY: `f` is glibc's `__libc_free`; `p` is one of its blocks (the caller's).
+    unsafe { core::mem::transmute::<*mut c_void, FreeFn>(f)(p) }
+}
+
+/// The next objects' `__libc_calloc` (glibc's), else their `calloc`.
+pub fn libc_calloc(n: usize, size: usize) -> *mut c_void {
+    let f = libc_name(&LIBC_CALLOC);
+    if f.is_null() {
+        return calloc(n, size);
+    }
+    // SAFETY: `f` is glibc's `__libc_calloc`, which has `calloc`'s type.
+    unsafe { core::mem::transmute::<*mut c_void, CallocFn>(f)(n, size) }
+}
+
+/// The next objects' `__libc_realloc` (glibc's), else their `realloc`.
+pub fn libc_realloc(p: *mut c_void, size: usize) -> *mut c_void {
+    let f = libc_name(&LIBC_REALLOC);
+    if f.is_null() {
+        return realloc(p, size);
+    }
+    // SAFETY: `f` is glibc's `__libc_realloc`; `p` is null or one of its blocks (the caller's).
+    unsafe { core::mem::transmute::<*mut c_void, ReallocFn>(f)(p, size) }
+}
+
+/// The next objects' `__libc_memalign` (glibc's), else their `memalign`.
+pub fn libc_memalign(align: usize, size: usize) -> *mut c_void {
+    let f = libc_name(&LIBC_MEMALIGN);
+    if f.is_null() {
+        return memalign(align, size);
+    }
+    // SAFETY: `f` is glibc's `__libc_memalign`, which has `memalign`'s type.
+    unsafe { core::mem::transmute::<*mut c_void, MemalignFn>(f)(align, size) }
 }
 
 // ------------------------------------------------------------------------------ glibc's extensions

@@ -1,16 +1,13 @@
-//! The `realloc` family. Above `free` in the library's layers: `realloc(p, 0)` frees through
-//! the same entry point as the program's `free` (the assembly one where there is one).
+//! The `realloc` family. Above `free` in the library's layers: `realloc(p, 0)` frees as `free`
+//! does ([`free_any`]: not through the exported symbol, which a wrapper preloaded in front of
+//! the library would take).
 
 use core::ffi::c_void;
 use core::ptr;
 
 use resizealloc::router;
 
-#[cfg(asm_entry_points)]
-use crate::entry_x86_64::free;
-#[cfg(not(asm_entry_points))]
-use crate::malloc::free;
-use crate::malloc::{malloc_at, set_errno, MIN_ALIGN};
+use crate::malloc::{free_any, malloc_at, set_errno, MIN_ALIGN};
 use crate::real;
 
 pub(crate) extern "C" fn realloc_at(p: *mut c_void, size: usize, site: usize) -> *mut c_void {
@@ -36,7 +33,7 @@ pub(crate) extern "C" fn realloc_at(p: *mut c_void, size: usize, site: usize) ->
 #[cold]
 #[inline(never)]
 fn realloc_to_zero(p: *mut c_void) -> *mut c_void {
-    free(p);
+    free_any(p);
     ptr::null_mut()
 }
 

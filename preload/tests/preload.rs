@@ -295,6 +295,77 @@ fn regions_on_top_of_mimalloc() {
     assert_ok(&out, "chain.c");
 }
 
+/// `tests/c/libc_shim.c` built as a shared object with `-D<variant>`.
+fn libc_shim(variant: &str) -> PathBuf {
+    let manifest = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let so = work_dir().join(format!("libc_shim_{variant}.so"));
+    let status = Command::new("cc")
+        .args(["-O1", "-g", "-Wall", "-shared", "-fPIC"])
+        .arg(format!("-D{variant}"))
+        .arg(manifest.join("tests/c/libc_shim.c"))
+        .arg("-o")
+        .arg(&so)
+        .arg("-ldl")
+        .status()
+        .expect("cc");
+    assert!(status.success(), "compiling libc_shim.c with -D{variant}");
+    so
+}
+
+/// A malloc wrapper preloaded beside the library, of each kind: one that hands its calls on to
+/// glibc's `__libc_*` names (which the library exports too: it once came back into the library
+/// and recursed until the stack ran out, even for `/bin/true`), one that finds the next
+/// functions with `dlsym(RTLD_NEXT)`, and one that is a full allocator itself. In both orders of
+/// `LD_PRELOAD`, in markers and process mode, `/bin/true` and `shim_chain.c` (regions, threads,
+/// a forked child) run; with the library first, the wrapper is its next allocator and sees the
+/// calls outside regions but none of the regions' own (the program checks).
+#[test]
+fn malloc_wrappers_preloaded_beside_the_library_run_in_either_order() {
+    let program = compile("shim_chain");
+    let lib = library();
+    for variant in ["VIA_LIBC", "VIA_NEXT", "OWN_HEAP"] {
+        let shim = libc_shim(variant);
+        for lib_first in [true, false] {
+            let preload = if lib_first {
+                format!("{} {}", lib.display(), shim.display())
+            } else {
+                format!("{} {}", shim.display(), lib.display())
+            };
+            for mode in ["markers", "process"] {
+                let what = format!(
+                    "{variant}, {}, {mode} mode",
+                    if lib_first {
+                        "library first"
+                    } else {
+                        "wrapper first"
+                    }
+                );
+                let run = |exe: &Path, args: &[&str]| {
+                    let mut cmd = Command::new("timeout");
+                    cmd.arg("60")
+                        .arg(exe)
+                        .args(args)
+                        .env("LD_PRELOAD", &preload);
+                    if mode == "process" {
+                        cmd.env("RESIZEALLOC_REGION", "process");
+                    }
+                    cmd.output().expect("spawn")
+                };
+                let out = run(Path::new("/bin/true"), &[]);
+                assert!(
+                    out.status.success(),
+                    "/bin/true ({what}): {:?}\nstderr:\n{}",
+                    out.status,
+                    text(&out.stderr)
+                );
+                let order = if lib_first { "lib-first" } else { "shim-first" };
+                let out = run(&program, &[order]);
+                assert_ok(&out, &format!("shim_chain.c ({what})"));
+            }
+        }
+    }
+}
+
 fn envcheck(env: &[(&str, &str)]) -> (String, String) {
     static EXE: OnceLock<PathBuf> = OnceLock::new();
     let exe = EXE.get_or_init(|| compile("envcheck"));
