@@ -67,11 +67,13 @@ pub struct ProcessStats {
 pub struct MemoryStats {
     /// Bytes the calling thread's arena holds resident.
     pub thread_resident: u64,
-    /// Bytes of the calling thread's arena's live blocks (headers included).
+    /// Bytes of the calling thread's arena's live blocks (headers included), whatever path
+    /// served them.
     pub thread_live: u64,
     /// Bytes all arenas hold resident.
     pub process_resident: u64,
-    /// Bytes of all arenas' live blocks.
+    /// Bytes of all arenas' live blocks (another thread's blocks from its fast paths count
+    /// from its next slow path or region end on: see [`stats`]).
     pub process_live: u64,
     /// `process_live * 1000 / process_resident` (1000 when nothing is resident).
     pub efficiency_permille: u64,
@@ -118,7 +120,9 @@ pub struct Stats {
 }
 
 /// Reads the calling thread's and the process's figures. Takes the slot-table lock briefly;
-/// does not allocate.
+/// does not allocate. The calling thread's arena counts the blocks its fast paths handed out
+/// first, so its figures are exact; another thread's arena includes such blocks from its next
+/// slow path or region end on (its owner alone may count them).
 pub fn stats() -> Stats {
     crate::fork::register_handlers(); // as in `region_begin`: this takes the slot table's lock
     let ts = region::state();
@@ -126,8 +130,13 @@ pub fn stats() -> Stats {
     let mine = if a.is_null() {
         ArenaStats::default()
     } else {
-        // SAFETY: our own arena, alive while we run.
-        unsafe { (*a).stats() }
+        // SAFETY: our own arena, alive while we run; we are its owner. Its blocks the fast
+        // paths handed out are counted first, so that its figures (and the process's, read
+        // below) include them.
+        unsafe {
+            (*a).count_pending();
+            (*a).stats()
+        }
     };
     let thread = ThreadStats {
         arena_capacity: mine.arena_capacity,

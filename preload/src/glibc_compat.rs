@@ -4,10 +4,12 @@
 //! * `__libc_malloc`, `__libc_free`, `__libc_calloc`, `__libc_realloc`, `__libc_memalign`,
 //!   `__libc_valloc`, `__libc_pvalloc`: glibc's own names for the family. They are the exported
 //!   functions of `entry.rs` and `malloc.rs` under another name, so a block from one name can be freed by any
-//!   other (without them, `__libc_free` of an arena block reached glibc and aborted). mimalloc
-//!   and tcmalloc export these names too.
-//! * `mallinfo2`, `mallinfo`: the next allocator's figures plus the arenas' committed memory,
-//!   counted like glibc counts its mmapped chunks (see [`mallinfo2`]).
+//!   other (`__libc_free` of an arena block must not reach glibc, which would abort). mimalloc
+//!   and tcmalloc export these names too. A call from the next allocator goes to glibc's own
+//!   (see `chain.rs`).
+//! * `mallinfo2`, `mallinfo`: the next allocator's figures plus the arenas': their live blocks
+//!   counted like glibc counts its mmapped chunks, their free resident memory like its free
+//!   chunks (see [`mallinfo2`]).
 //! * `malloc_trim`: trims the calling thread's arena, then the next allocator.
 //! * `malloc_stats`, `malloc_info`: the next allocator's report, then the arenas'.
 //!
@@ -131,27 +133,33 @@ extern "C" fn libc_pvalloc_at(size: usize, site: usize) -> *mut c_void {
 // ------------------------------------------------------------------------------ mallinfo
 
 /// `mallinfo2(3)`: the next allocator's figures plus the arenas'. Every arena (live, or kept by
-/// an exited thread's live blocks) counts as one mmapped region in `hblks`, and its resident
-/// bytes (what it holds from the system; `resize_stats_get` also gives its live bytes) count in
-/// `hblkhd`, the way glibc counts a chunk it served with `mmap`: memory taken from the system
-/// and, as far as `mallinfo` can tell, in use (so `uordblks + hblkhd`, the usual "bytes in use",
-/// includes them); `arena`, `uordblks` and `fordblks` stay the next allocator's own heap.
-/// Process mode's small-block heap counts the same way: one region while it holds pages, and
-/// its pages' bytes (an upper bound: a page is touched only where blocks were carved).
+/// an exited thread's live blocks) counts as one mmapped region in `hblks`, and its live bytes
+/// count in `hblkhd`, the way glibc counts a chunk it served with `mmap`: so `uordblks +
+/// hblkhd`, the usual "bytes in use", includes every live arena block, whatever path served it
+/// (the calling thread's arena counts its fast paths' blocks first, see `resizealloc::stats`).
+/// What the arenas hold resident beyond their live blocks is free memory kept for reuse, as
+/// glibc's free chunks are: it counts in `fordblks` and in `arena` (which stays `uordblks +
+/// fordblks`, the next allocator's heap plus that). Process mode's small-block heap counts as
+/// one more region while it holds pages, and its pages' bytes in `hblkhd` (an upper bound: a
+/// page is touched only where blocks were carved).
 #[no_mangle]
 pub extern "C" fn mallinfo2() -> Mallinfo2 {
     let mut m = next_mallinfo2();
     let s = resizealloc::stats();
     let p = s.process;
     let small_regions = usize::from(s.small.pages_in_use > 0);
+    let live = s.memory.process_live as usize;
+    let held_free = (s.memory.process_resident as usize).saturating_sub(live);
     m.hblks = m
         .hblks
         .wrapping_add((p.arenas_live + p.arenas_orphaned) as usize)
         .wrapping_add(small_regions);
     m.hblkhd = m
         .hblkhd
-        .wrapping_add(s.memory.process_resident as usize)
+        .wrapping_add(live)
         .wrapping_add(s.small.bytes_in_pages as usize);
+    m.fordblks = m.fordblks.wrapping_add(held_free);
+    m.arena = m.arena.wrapping_add(held_free);
     m
 }
 
@@ -261,6 +269,8 @@ pub extern "C" fn malloc_stats() {
          live arenas      = {:>10}\n\
          orphaned arenas  = {:>10}\n\
          committed bytes  = {:>10}\n\
+         resident bytes   = {:>10}\n\
+         live bytes       = {:>10}\n\
          capacity bytes   = {:>10}\n\
          last peaks bytes = {:>10}\n\
          region allocs    = {:>10}\n\
@@ -272,6 +282,8 @@ pub extern "C" fn malloc_stats() {
         p.arenas_live,
         p.arenas_orphaned,
         p.arena_committed,
+        s.memory.process_resident,
+        s.memory.process_live,
         p.arena_capacity,
         p.high_water,
         p.region_allocs,
@@ -295,12 +307,15 @@ fn arenas_element() -> StackText {
     let _ = writeln!(
         t,
         "<resizealloc version=\"{}\" arenas_live=\"{}\" arenas_orphaned=\"{}\" \
-         committed=\"{}\" capacity=\"{}\" high_water=\"{}\" region_allocs=\"{}\" \
+         committed=\"{}\" resident=\"{}\" live=\"{}\" capacity=\"{}\" high_water=\"{}\" \
+         region_allocs=\"{}\" \
          reserved=\"{}\" small_pages=\"{}\" small_bytes=\"{}\"/>",
         env!("CARGO_PKG_VERSION"),
         p.arenas_live,
         p.arenas_orphaned,
         p.arena_committed,
+        s.memory.process_resident,
+        s.memory.process_live,
         p.arena_capacity,
         p.high_water,
         p.region_allocs,

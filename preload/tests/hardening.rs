@@ -52,7 +52,8 @@ fn libc_names_are_the_library_s_own_functions() {
     }
 }
 
-/// 50 MiB of live blocks in a region used to leave `mallinfo`/`mallinfo2` unchanged.
+/// `mallinfo`/`mallinfo2` and `resize_stats_get` see 50 MiB of live blocks in a region, and the
+/// blocks of each of the arena's fast paths at once (`glibc_compat.c`).
 #[test]
 fn mallinfo_counts_the_arenas() {
     for preload in [false, true] {

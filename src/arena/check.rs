@@ -9,7 +9,7 @@ use crate::layout::{align_up, GRANULE, HEADER, MIN_ALIGN};
 use crate::os;
 
 /// How much of the memory known to read as zero [`Arena::check_reads_as_zero`] reads.
-const ZERO_CHECK_BYTES: usize = 256 << 10;
+const ZERO_CHECK_BYTES: usize = 16 << 10;
 
 #[cold]
 #[inline(never)]

@@ -65,6 +65,13 @@ impl Arena {
     }
 
     /// The figures of this arena; any thread may call it.
+    /// Counts the blocks the fast paths handed out since the counts were last looked at (the
+    /// uncounted range), so that [`Arena::stats`] read right after, on the owner thread,
+    /// includes them: until something counts them, `live_bytes` leaves them out. Owner thread.
+    pub fn count_pending(&self) {
+        self.flush_uncounted();
+    }
+
     pub fn stats(&self) -> ArenaStats {
         ArenaStats {
             arena_capacity: self.capacity_bytes.get(),

@@ -122,6 +122,63 @@ static void libc_names(void) {
 #define BLOCKS 1000
 #define BLOCK (50 << 10) /* under glibc's mmap threshold: it serves them from its heap */
 
+/* uordblks + hblkhd, and the thread's live arena bytes. */
+static size_t in_use(void) {
+    struct mallinfo2 m = mallinfo2();
+    return m.uordblks + m.hblkhd;
+}
+static size_t thread_live(void) { return (size_t)stats().memory.thread_live; }
+
+/* One step of work in a region: blocks through each fast path of the arena (small blocks,
+ * calloc, realloc growing the last block in place, a block of pages), all freed before the
+ * end. With `check`, the figures must see each path's blocks at once, although the arena
+ * counts them only later (the uncounted range). Small enough for the check-invariants build,
+ * whose walk after every call is linear in the uncounted range. */
+#define STEP_SMALL 300
+#define STEP_ZEROED 200
+#define STEP_GROWN (64u << 10)
+#define STEP_BIG (4u << 20)
+static void fast_path_step(int check) {
+    region_begin();
+    size_t u0 = in_use(), l0 = thread_live();
+    static void *small[STEP_SMALL];
+    for (int i = 0; i < STEP_SMALL; i++) small[i] = malloc(100); /* the small fast path */
+    if (check) {
+        CHECK(in_use() - u0 >= STEP_SMALL * 100, "mallinfo2 sees the blocks of the small fast path");
+        CHECK(thread_live() - l0 >= STEP_SMALL * 100, "thread_live sees the blocks of the small fast path");
+    }
+    static void *zeroed[STEP_ZEROED];
+    size_t u1 = in_use();
+    for (int i = 0; i < STEP_ZEROED; i++) zeroed[i] = calloc(1, 200); /* calloc's fast path */
+    if (check) CHECK(in_use() - u1 >= STEP_ZEROED * 200, "mallinfo2 sees the blocks of calloc's fast path");
+    size_t u2 = in_use();
+    char *grown = malloc(16);
+    for (size_t n = 32; n <= STEP_GROWN; n *= 2) grown = realloc(grown, n); /* in place */
+    if (check) CHECK(in_use() - u2 >= STEP_GROWN, "mallinfo2 sees a block realloc grew in place");
+    size_t u3 = in_use(), l3 = thread_live();
+    char *big = malloc(STEP_BIG); /* a block of pages: the aligned fast path */
+    big[0] = 1;
+    struct mallinfo mi = mallinfo();
+    if (check) {
+        CHECK(in_use() - u3 >= STEP_BIG, "mallinfo2 sees a block of the aligned fast path");
+        CHECK((size_t)(unsigned)mi.hblkhd >= STEP_BIG, "mallinfo sees a block of the aligned fast path");
+        CHECK(thread_live() - l3 >= STEP_BIG, "thread_live sees a block of the aligned fast path");
+    }
+    free(big);
+    free(grown);
+    for (int i = 0; i < STEP_ZEROED; i++) free(zeroed[i]);
+    for (int i = 0; i < STEP_SMALL; i++) free(small[i]);
+    if (check) CHECK(thread_live() <= l0, "thread_live drops back once the blocks are freed");
+    region_end();
+}
+
+/* The first steps size the arena and its run to the work; the last runs on the fast paths
+ * alone. */
+static void warm_arena_paths(void) {
+    for (int i = 0; i < 3; i++) fast_path_step(0);
+    fast_path_step(1);
+}
+
 static void mallinfo_figures(void) {
     struct mallinfo2 a = mallinfo2();
     struct mallinfo ai = mallinfo();
@@ -142,11 +199,14 @@ static void mallinfo_figures(void) {
     if (stats_get) {
         struct resize_stats s = stats();
         CHECK(s.thread.arena_committed >= total, "the arena served the blocks");
-        CHECK(b.hblkhd >= s.memory.process_resident && s.memory.process_resident >= total, "mallinfo2's hblkhd includes the arenas' resident memory");
+        CHECK(s.memory.thread_live >= total, "resize_stats_get's thread_live counts the blocks");
+        CHECK(b.hblkhd >= s.memory.process_live && s.memory.process_live >= total, "mallinfo2's hblkhd includes the arenas' live blocks");
+        CHECK(b.arena + b.hblkhd >= s.memory.process_resident, "mallinfo2 counts the arenas' resident memory");
         CHECK(b.hblks >= 1, "mallinfo2's hblks counts the arena");
     }
     for (int i = 0; i < BLOCKS; i++) free(blocks[i]);
     region_end();
+    if (stats_get) warm_arena_paths();
 }
 
 /* ------------------------------------------------------------------------------ trim */
