@@ -724,6 +724,20 @@ mod model {
         /// Frees the `n` live blocks at the highest addresses, highest first: a LIFO loop, which
         /// the fast free serves by `below_top` (past alignment padding too).
         FreeLast(u8),
+        /// Frees the `n` live blocks at the highest addresses (the youngest, as a rule) in a
+        /// shuffled order: temporaries freed at random, the last free leaving the uncounted range
+        /// without a live block.
+        FreeShuffled(u8, u64),
+        /// Frees the `n` live blocks at the highest addresses the way a tree allocated in
+        /// pre-order drops: children before their parent, the root (the lowest) last.
+        FreeTree(u8),
+        /// A `realloc` chain: grows the block at `index` `steps` times by half again, in place
+        /// where the arena can, else moving it as `realloc` does (a new block, the contents
+        /// copied, the old one freed).
+        ReallocChain {
+            index: usize,
+            steps: u8,
+        },
         FreeRemote(usize),
         Grow {
             index: usize,
@@ -760,6 +774,9 @@ mod model {
             4 => any::<usize>().prop_map(Op::Free),
             2 => (1u8..8).prop_map(Op::FreeInOrder),
             2 => (1u8..8).prop_map(Op::FreeLast),
+            2 => (1u8..16, any::<u64>()).prop_map(|(n, seed)| Op::FreeShuffled(n, seed)),
+            1 => (1u8..16).prop_map(Op::FreeTree),
+            2 => (any::<usize>(), 1u8..6).prop_map(|(index, steps)| Op::ReallocChain { index, steps }),
             1 => any::<usize>().prop_map(Op::FreeRemote),
             2 => (any::<usize>(), 1usize..60_000).prop_map(|(index, size)| Op::Grow { index, size }),
             1 => Just(Op::Push),
@@ -851,6 +868,63 @@ mod model {
                 live.sort_by_key(|b| core::cmp::Reverse(b.ptr as usize));
                 for b in live.drain(..(n as usize).min(live.len())) {
                     free(a, b.ptr);
+                }
+            }
+            Op::FreeShuffled(n, mut seed) => {
+                live.sort_by_key(|b| core::cmp::Reverse(b.ptr as usize));
+                let mut group: Vec<Block> = live.drain(..(n as usize).min(live.len())).collect();
+                while !group.is_empty() {
+                    seed ^= seed << 13;
+                    seed ^= seed >> 7;
+                    seed ^= seed << 17;
+                    let b = group.swap_remove((seed % group.len() as u64) as usize);
+                    free(a, b.ptr);
+                }
+            }
+            Op::FreeTree(n) => {
+                live.sort_by_key(|b| core::cmp::Reverse(b.ptr as usize));
+                let mut tree: Vec<Block> = live.drain(..(n as usize).min(live.len())).collect();
+                tree.reverse(); // pre-order: the lowest address is the root
+                /// Post-order of the nodes `lo..hi` of a tree laid out in pre-order, each
+                /// node's subtrees splitting the rest in halves.
+                fn post_order(lo: usize, hi: usize, out: &mut Vec<usize>) {
+                    if lo >= hi {
+                        return;
+                    }
+                    let mid = lo + 1 + (hi - lo - 1) / 2;
+                    post_order(lo + 1, mid, out);
+                    post_order(mid, hi, out);
+                    out.push(lo);
+                }
+                let mut order = Vec::new();
+                post_order(0, tree.len(), &mut order);
+                for i in order {
+                    free(a, tree[i].ptr);
+                }
+            }
+            Op::ReallocChain { index, steps } if !live.is_empty() => {
+                let i = index % live.len();
+                for _ in 0..steps {
+                    let b = &mut live[i];
+                    let size = b.size + b.size / 2 + 1;
+                    if size > 1 << 17 {
+                        break; // a chain of chains would outgrow what the arena may hold
+                    }
+                    // SAFETY: owner thread, a live block of `a`, `size >= 1`.
+                    let in_place = unsafe { a.try_resize_last(b.ptr, size) }
+                        // SAFETY: as above.
+                        || unsafe { a.try_resize_in_place(b.ptr, size) };
+                    if !in_place {
+                        let p = alloc(a, size, 16);
+                        prop_assert!(!p.is_null());
+                        // SAFETY: `p` is a fresh block of `size > b.size` bytes, `b.ptr` a live one.
+                        unsafe { core::ptr::copy_nonoverlapping(b.ptr, p, b.size) };
+                        free(a, b.ptr);
+                        b.ptr = p;
+                    }
+                    // SAFETY: the block has `size` bytes now; its first `b.size` kept the fill.
+                    unsafe { b.ptr.add(b.size).write_bytes(b.fill, size - b.size) };
+                    b.size = size;
                 }
             }
             Op::FreeRemote(i) if !live.is_empty() => {
@@ -1546,4 +1620,128 @@ fn zeroed_blocks_read_as_zero_in_regions_that_lap_over_given_back_memory() {
         }
     }
     assert!(served > 50, "the arena served only {served} zeroed blocks");
+}
+
+/// Every free order a program has, over 10,000 regions of 64 blocks of 16-512 bytes each: the
+/// memory the arena holds stays at what one region needs (its resident bytes after the first
+/// ten regions). Then 10,000 more regions, every hundredth of which keeps one block: the
+/// escaped blocks keep their contents to the end, and the arena holds at most the memory bound
+/// allows beyond that (escapes move the next region past them, so that they pack together
+/// instead of each pinning a granule of the working space).
+#[test]
+fn every_free_order_reuses_the_memory_of_one_region_and_keeps_what_escaped() {
+    #[derive(Clone, Copy, Debug)]
+    enum Order {
+        /// Each block freed right after its allocation.
+        Pairs,
+        /// The youngest first.
+        Lifo,
+        /// In allocation order.
+        Fifo,
+        Random,
+        /// A tree allocated in pre-order, freed in post-order (the root last).
+        Tree,
+        /// After the region's end.
+        NoneUntilTheEnd,
+    }
+    fn post_order(lo: usize, hi: usize, out: &mut Vec<usize>) {
+        if lo < hi {
+            let mid = lo + 1 + (hi - lo - 1) / 2;
+            post_order(lo + 1, mid, out);
+            post_order(mid, hi, out);
+            out.push(lo);
+        }
+    }
+    const BLOCKS: usize = 64;
+    const REGIONS: usize = 10_000;
+    for order in [
+        Order::Pairs,
+        Order::Lifo,
+        Order::Fifo,
+        Order::Random,
+        Order::Tree,
+        Order::NoneUntilTheEnd,
+    ] {
+        let a = arena(ArenaConfig::default());
+        let mut rng = 0x2545_f491_4f6c_dd1du64;
+        let mut next = move || {
+            rng ^= rng << 13;
+            rng ^= rng >> 7;
+            rng ^= rng << 17;
+            rng
+        };
+        let mut escaped: Vec<(*mut u8, usize, u8)> = Vec::new();
+        let (mut settled, mut peak, mut peak_escaping) = (0u64, 0u64, 0u64);
+        for region in 0..2 * REGIONS {
+            let escaping = region >= REGIONS;
+            let mut blocks = Vec::with_capacity(BLOCKS);
+            for i in 0..BLOCKS {
+                let n = 16 + (next() % 497) as usize;
+                let p = alloc(a, n, 16);
+                assert!(!p.is_null());
+                // SAFETY: a fresh block of `n` bytes.
+                unsafe { p.write_bytes(i as u8, n) };
+                if matches!(order, Order::Pairs) {
+                    free(a, p);
+                } else {
+                    blocks.push(p);
+                }
+            }
+            if escaping && region % 100 == 0 {
+                let n = 16 + (next() % 100) as usize;
+                let p = alloc(a, n, 16);
+                let fill = (region / 100) as u8 | 1;
+                // SAFETY: a fresh block of `n` bytes.
+                unsafe { p.write_bytes(fill, n) };
+                escaped.push((p, n, fill));
+            }
+            match order {
+                Order::Pairs | Order::NoneUntilTheEnd => {}
+                Order::Lifo => blocks.iter().rev().for_each(|&p| free(a, p)),
+                Order::Fifo => blocks.iter().for_each(|&p| free(a, p)),
+                Order::Random => {
+                    while !blocks.is_empty() {
+                        let i = (next() % blocks.len() as u64) as usize;
+                        free(a, blocks.swap_remove(i));
+                    }
+                }
+                Order::Tree => {
+                    let mut o = Vec::new();
+                    post_order(0, blocks.len(), &mut o);
+                    o.into_iter().for_each(|i| free(a, blocks[i]));
+                }
+            }
+            a.reset();
+            if matches!(order, Order::NoneUntilTheEnd) {
+                blocks.iter().for_each(|&p| free(a, p));
+            }
+            let resident = a.stats().resident_bytes;
+            if region == 9 {
+                settled = resident;
+            }
+            if escaping {
+                peak_escaping = peak_escaping.max(resident);
+            } else {
+                peak = peak.max(resident);
+            }
+        }
+        assert!(
+            peak <= settled,
+            "{order:?}: the arena held {peak} bytes at most, {settled} after ten regions"
+        );
+        let bound = settled + (5 * escaped.len() * 128 / 4 + (2 << 20)) as u64;
+        assert!(
+            peak_escaping <= bound,
+            "{order:?}: with escapes the arena held {peak_escaping} bytes, over {bound}"
+        );
+        for (p, n, fill) in escaped {
+            // SAFETY: a live block of `n` bytes.
+            let bytes = unsafe { core::slice::from_raw_parts(p, n) };
+            assert!(
+                bytes.iter().all(|&b| b == fill),
+                "{order:?}: an escaped block lost its contents"
+            );
+            free(a, p);
+        }
+    }
 }
