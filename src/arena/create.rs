@@ -175,6 +175,7 @@ impl Arena {
             committed_bytes: OwnerCounter::default(),
             region_allocs: OwnerCounter::default(),
             live_uncounted: Cell::new(0),
+            carried: Cell::new(false),
             live_local_bytes: OwnerCounter::default(),
             slot_base,
             local,

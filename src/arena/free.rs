@@ -107,16 +107,26 @@ impl Arena {
         if unc == hdr {
             // SAFETY: every block above `hdr` is free, so only free memory lies between its end
             // and `top`; the rest is the caller's obligation.
-            return unsafe { self.release_top(hdr) };
+            unsafe { self.release_top(hdr) };
+        } else {
+            // SAFETY: caller's obligation: the block's header is ours to read. Atomic: had
+            // another thread freed the block (a double free now), it wrote `POISON_LINK` there.
+            let link = unsafe { (*((hdr + 8) as *const AtomicUsize)).load(Ordering::Relaxed) };
+            if link == poison_link() {
+                bad_free(true);
+            }
+            self.top.set(unc);
+            self.below_top.set(self.no_link());
         }
-        // SAFETY: caller's obligation: the block's header is ours to read. Atomic: had another
-        // thread freed the block (a double free now), it wrote `POISON_LINK` there.
-        let link = unsafe { (*((hdr + 8) as *const AtomicUsize)).load(Ordering::Relaxed) };
-        if link == poison_link() {
-            bad_free(true);
+        if self.carried.get() {
+            // The range began in the region before this one, which ended with these blocks
+            // live (`carry_reset`): the next region end may carry again, and this region
+            // starts where they began (its peak counts from there).
+            self.carried.set(false);
+            if self.top.get() < self.origin.get() {
+                self.origin.set(self.top.get());
+            }
         }
-        self.top.set(unc);
-        self.below_top.set(self.no_link());
     }
 
     /// [`Arena::try_free_local_fast`] after its LIFO test: the paths for a block that is not

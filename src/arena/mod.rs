@@ -257,6 +257,9 @@ pub struct Arena {
     /// `Arena::release_uncounted`). `malloc`'s and `free`'s assembly paths keep it too
     /// ([`asm_layout`]).
     live_uncounted: Cell<usize>,
+    /// The last region ended with blocks of the uncounted range live, and left them uncounted
+    /// (`Arena::carry_reset`); cleared when the range is counted or its last live block freed.
+    carried: Cell<bool>,
     /// Bytes (headers included, sizes rounded up to 16) of counted blocks allocated minus
     /// blocks freed by the owner (the uncounted range is not in it until it is counted); minus
     /// `remote_bytes` it is the arena's live bytes (the memory bound's measure).

@@ -62,6 +62,7 @@ impl Arena {
         // Closed first: what the walk may trigger (a look at the bound) flushes again.
         self.uncounted.set(top);
         self.live_uncounted.set(0);
+        self.carried.set(false);
         let freed = self.uncounted_freed.get() + self.count_range(unc, top);
         if freed >= GRANULE {
             // The owner's frees in the range never touched the counts: they empty granules
