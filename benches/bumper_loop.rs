@@ -158,7 +158,7 @@ fn main() {
     println!();
     let w = m[6];
     println!(
-        "ResizeAlloc / bumpalo     = {:.3}  (target <= 1.00; issue 3 asked <= 1.15)",
+        "ResizeAlloc / bumpalo     = {:.3}  (target <= 1.00)",
         m[0] / m[1]
     );
     println!(

@@ -14,7 +14,7 @@
 # 3. a PyTorch training loop: torch's caching allocator, PYTORCH_NO_CUDA_MEMORY_CACHING=1, and
 #    that under the library (same final loss required);
 # 4. cuda.core DeviceMemoryResource.allocate(10) + sync, with and without the library;
-# 5. issue 10 (scripts/gpu/issue10.cu, plainly and under the library): CUDA graph capture in
+# 5. scripts/gpu/capture_ipc_pressure.cu, plainly and under the library: CUDA graph capture in
 #    global and relaxed mode with replays after the pool reused memory, IPC between two
 #    processes, cuMemCreate of 60% of the device after the pool cached 60%;
 # 6. the plug-in entry points, without LD_PRELOAD: PyTorch through CUDAPluggableAllocator,
@@ -129,10 +129,10 @@ else
   echo "cuda.core not available: skipped" >>"$RES"
 fi
 
-# ---- 5: issue 10 on the real driver: capture, IPC, pressure
-if nvcc -O2 -o target/gpu/issue10 scripts/gpu/issue10.cu -lcuda >>"$LOG" 2>&1; then
+# ---- 5: the real driver: capture, IPC, pressure
+if nvcc -O2 -o target/gpu/capture_ipc_pressure scripts/gpu/capture_ipc_pressure.cu -lcuda >>"$LOG" 2>&1; then
   {
-    echo "## Graph capture, IPC, memory pressure (scripts/gpu/issue10.cu)"
+    echo "## Graph capture, IPC, memory pressure (scripts/gpu/capture_ipc_pressure.cu)"
     echo
     echo "| check | plain | under libresizealloc.so (process mode) |"
     echo "|---|---|---|"
@@ -140,8 +140,8 @@ if nvcc -O2 -o target/gpu/issue10 scripts/gpu/issue10.cu -lcuda >>"$LOG" 2>&1; t
   i10() { # label, args...
     local label=$1; shift
     local plain pooled
-    plain=$(timeout 60 target/gpu/issue10 "$@" 2>>"$LOG") || fail "issue10 $* (plain)"
-    pooled=$(LD_PRELOAD="$LIB" RESIZEALLOC_REGION=process RESIZEALLOC_STATS=1 timeout 60 target/gpu/issue10 "$@" 2>>"$LOG") || fail "issue10 $* (under the library)"
+    plain=$(timeout 60 target/gpu/capture_ipc_pressure "$@" 2>>"$LOG") || fail "capture_ipc_pressure $* (plain)"
+    pooled=$(LD_PRELOAD="$LIB" RESIZEALLOC_REGION=process RESIZEALLOC_STATS=1 timeout 60 target/gpu/capture_ipc_pressure "$@" 2>>"$LOG") || fail "capture_ipc_pressure $* (under the library)"
     echo "$plain $pooled" | grep -h FAIL >>"$LOG" || true
     echo "| $label | $(echo "$plain" | awk '$1=="RESULT" {printf "%s %s %s; ", $2, $3, $4}') | $(echo "$pooled" | awk '$1=="RESULT" {printf "%s %s %s; ", $2, $3, $4}') |" >>"$RES"
   }
@@ -150,11 +150,11 @@ if nvcc -O2 -o target/gpu/issue10 scripts/gpu/issue10.cu -lcuda >>"$LOG" 2>&1; t
   i10 "IPC to a child process" ipc "$PWD/target/gpu/ipc-handle"
   i10 "cuMemCreate of 60% after the pool cached 60%" pressure
   # IPC outside regions (markers mode, no region): the driver's own allocation is shared.
-  ipc_markers=$(LD_PRELOAD="$LIB" timeout 60 target/gpu/issue10 ipc "$PWD/target/gpu/ipc-handle" 2>>"$LOG") || fail "issue10 ipc (markers mode)"
+  ipc_markers=$(LD_PRELOAD="$LIB" timeout 60 target/gpu/capture_ipc_pressure ipc "$PWD/target/gpu/ipc-handle" 2>>"$LOG") || fail "capture_ipc_pressure ipc (markers mode)"
   echo "| IPC, library loaded, outside regions (the workaround) | | $(echo "$ipc_markers" | awk '$1=="RESULT" {printf "%s %s %s; ", $2, $3, $4}') |" >>"$RES"
   echo >>"$RES"
 else
-  fail "nvcc issue10.cu"
+  fail "nvcc capture_ipc_pressure.cu"
 fi
 
 # ---- 6: plug-in entry points (no LD_PRELOAD)

@@ -7,7 +7,7 @@
  * (log-uniform), frees them in random order, then does small steady work. glibc keeps the whole
  * phase resident (a small block above it pins its heap's top); resizealloc's process mode sends
  * those long-lived blocks to glibc and then asks it to give the free memory back
- * (`malloc_trim(0)`), because issue 12 wants RSS <= 64 MB after the phase. This program times
+ * (`malloc_trim(0)`), so that RSS after the phase is at most 64 MB. This program times
  * that `malloc_trim(0)` alone, the same blocks in the same order: the time process mode pays on
  * the phase program that glibc does not.
  */

@@ -1,4 +1,4 @@
-//! Hardening (issue 8): the library opened and closed with `dlopen`/`dlclose`, the glibc
+//! Hardening: the library opened and closed with `dlopen`/`dlclose`, the glibc
 //! extensions of the malloc family (`__libc_*`, `mallinfo`, `malloc_trim`, `malloc_stats`,
 //! `malloc_info`, ...), and the CUDA hooks in a process without CUDA. Each C program under
 //! `tests/c/` is run with the library preloaded and, where glibc is the reference, without it.

@@ -1,4 +1,4 @@
-# cuda.core: DeviceMemoryResource.allocate(10) + close + device sync, the anchor story's loop.
+# cuda.core: DeviceMemoryResource.allocate(10) + close + device sync: the loop of a program that allocates a small buffer per step and synchronises.
 import sys, time
 try:
     from cuda.core.experimental import Device

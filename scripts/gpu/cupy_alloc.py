@@ -1,4 +1,4 @@
-# CuPy: cp.empty(10) + device sync (the anchor story's CuPy figure), with CuPy's own pool or
+# CuPy: cp.empty(10) + device sync, with CuPy's own pool or
 # with libresizealloc.so through CFunctionAllocator (argument "resize"; RESIZEALLOC_LIB names
 # the library). Also checks a computation on pooled memory.
 import ctypes, os, sys, time

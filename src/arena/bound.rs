@@ -268,8 +268,8 @@ impl Arena {
     /// mode, runs the give-back that [`Arena::defer_purge`] made wait once its time has come, or
     /// forgets it once the memory is in use again; and looks at the bound itself, for memory
     /// that no free reported (blocks that went back to the bump pointer before they were ever
-    /// counted). Without it, a 200 MiB block freed at the top of the run stayed resident while
-    /// the thread went on with small blocks (glibc unmaps it). Also gives back what arenas of
+    /// counted). Without it, a 200 MiB block freed at the top of the run would stay resident
+    /// while the thread goes on with small blocks (glibc unmaps it). Also gives back what arenas of
     /// exited threads kept for the delay, once it is over (`on_look`, from the router: the slot
     /// table is the reservation's, a layer above the arena).
     #[cold]

@@ -20,8 +20,8 @@ impl Arena {
     /// back what the nested region allocated and freed. The range is flushed, so until
     /// something looks at the counts again, everything the nested region allocates lies in the
     /// uncounted range from the checkpoint on. The bump pointer stays where it is: a region
-    /// that keeps one small block packs it next to the last one (moving to the next granule,
-    /// as an earlier version did, pinned a granule per region in process mode).
+    /// that keeps one small block packs it next to the last one (moving to the next granule
+    /// would pin a granule per region in process mode).
     ///
     /// A thread in process mode never calls this: the program's markers only nest there (see
     /// `region::region_begin`), the arena reusing freed memory by laps.

@@ -362,8 +362,8 @@ impl Arena {
         }
         // A block below the uncounted range is counted already, and freeing it leaves the
         // range alone (a counted block that ends at `top` means the range is empty): no walk.
-        // Sampled blocks (one in eight) once walked it here, and counted every younger block
-        // that would otherwise have been freed by a tag flip.
+        // (Counting the range here for a sampled block, one in eight, would count every
+        // younger block that could otherwise be freed by a tag flip.)
         if !self.plausible(p) {
             bad_free(false);
         }

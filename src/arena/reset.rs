@@ -286,9 +286,9 @@ impl Arena {
         self.alloc_clock.add(peak as u64);
         // The predictor learns nothing from this end: the blocks left live are not in
         // `live_bytes`, so a region that keeps its last results until the next one replaces
-        // them (a Python loop's variables) read as clean here and as escaping at the next end,
-        // and the arena began to predict and route its sites away. The next general end
-        // compares its live bytes with those of the last one, as without this path.
+        // them (a Python loop's variables) would read as clean here and as escaping at the next
+        // end, and make the arena predict and route their sites away. The next general end
+        // compares its live bytes with those of the last general one.
         self.debug_check();
         true
     }
@@ -317,8 +317,8 @@ impl Arena {
         // The bump pointer did not move up: the next region starts where it is (a LIFO free of
         // an older block may have taken it below the origin). The highest top is forgotten, so
         // what lies under it joins what may have been written, as in `resume_at`: a region that
-        // lapped wrote blocks in a new run below the old one's peak, and that peak alone said
-        // so (a `calloc` of the next region then read their bytes).
+        // lapped wrote blocks in a new run below the old one's peak, and that peak alone says
+        // so (without this, a `calloc` of the next region would read their bytes).
         self.zero_from
             .set(self.zero_from.get().max(self.peak_top.get()));
         self.origin.set(self.top.get());

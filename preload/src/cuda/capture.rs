@@ -113,8 +113,8 @@ pub fn note_begin(ctx: CUcontext, stream: CUstream, mode: c_int) {
         *count += 1;
         ACTIVE.store(*count, Ordering::Release);
     }
-    // A full table forgets the capture: the pools may then sync during it, as before this
-    // module existed. 64 concurrent captures are far beyond what programs do.
+    // A full table forgets the capture: the pools may then sync during it, as if it had not
+    // been seen. 64 concurrent captures are far beyond what programs do.
 }
 
 /// The capture on `stream` ended (`cuStreamEndCapture`, successful or not: either way the

@@ -1,10 +1,10 @@
-// issue10.cu: what real GPU programs do that the fakes only imitate (issue 10), for
+// capture_ipc_pressure.cu: what real GPU programs do that the fakes only imitate, for
 // scripts/gpu-check.sh. Run it plainly and under LD_PRELOAD=libresizealloc.so.
 //
-//   issue10 capture global|relaxed   graph capture, then replays after the pool reused memory
-//   issue10 ipc <file>               a block shared with a child process (cudaIpcGetMemHandle)
-//   issue10 ipc-child <file>         the child: opens the handle and checks the bytes
-//   issue10 pressure                 cuMemCreate of 60% of the device after the pool cached 60%
+//   capture_ipc_pressure capture global|relaxed   graph capture, then replays after the pool reused memory
+//   capture_ipc_pressure ipc <file>               a block shared with a child process (cudaIpcGetMemHandle)
+//   capture_ipc_pressure ipc-child <file>         the child: opens the handle and checks the bytes
+//   capture_ipc_pressure pressure                 cuMemCreate of 60% of the device after the pool cached 60%
 //
 // Output: "RESULT <name> <value> <unit>" lines; exit status 1 on a wrong result.
 #include <chrono>
