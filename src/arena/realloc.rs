@@ -44,7 +44,6 @@ impl Arena {
     /// # Safety
     /// Called by the owner thread; `p` is a live block of this arena.
     pub unsafe fn try_resize_in_place(&self, p: *mut u8, new_size: usize) -> bool {
-        self.flush_uncounted();
         let p = p as usize;
         // SAFETY: caller's obligation.
         let (hdr, old_size) = unsafe { self.header_of(p) };
@@ -54,6 +53,22 @@ impl Arena {
         {
             return false;
         }
+        if self.in_uncounted(hdr as usize) {
+            // An uncounted block resizes without counting the range where it can: the last one
+            // within the run as `realloc`'s fast path does, any other one that grows by moving.
+            // (Counting the range here counted a parsed document's every block at each growth
+            // of its output buffer, and made their frees counted ones.)
+            // SAFETY: a live block of this arena, on the owner thread; `new_size >= 1`.
+            if unsafe { self.try_resize_last(p as *mut u8, new_size) } {
+                return true;
+            }
+            if new_size > align_up(old_size, MIN_ALIGN)
+                && align_up(p + old_size, MIN_ALIGN) != self.top.get()
+            {
+                return false;
+            }
+        }
+        self.flush_uncounted();
         if new_size <= align_up(old_size, MIN_ALIGN) {
             let (new_last, old_last) = (
                 self.granule(p + new_size - 1),
