@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# The main job: build the library and show it working against the system allocator.
+# The main job: build the library and show it against plain malloc and mimalloc.
 #   1. the Rust demo (ResizeAlloc as #[global_allocator], regions vs System, stats);
-#   2. a C program whose iterations are regions, plain malloc vs LD_PRELOAD=libresizealloc.so:
+#   2. a C program whose iterations are regions, plain malloc, mimalloc and libresizealloc.so:
 #      small temporaries, and image frames above glibc's mmap ceiling;
 #   3. a Python program whose steps make large temporaries: plain, with ctypes region markers,
 #      and unmodified under RESIZEALLOC_REGION=process.

@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
-"""The LD_PRELOAD parts of the demo (scripts/demo.sh): each workload runs on plain malloc and
-under libresizealloc.so, the configurations alternating, DEMO_RUNS times (default 3); prints
+"""The LD_PRELOAD parts of the demo (scripts/demo.sh): each workload runs on plain malloc, under
+mimalloc (the allocator a user would pick instead; the C program) and under libresizealloc.so,
+the configurations alternating, DEMO_RUNS times (default 3); prints
 the median time and the median peak RSS side by side. The programs report their own peak RSS
 (VmHWM): getrusage's ru_maxrss of a child also counts this script's memory from before the exec.
 
@@ -18,6 +19,7 @@ import sys
 
 LIB, PY, APP = sys.argv[1:4]
 RUNS = int(os.environ.get("DEMO_RUNS", "3"))
+MIMALLOC = "/usr/lib/x86_64-linux-gnu/libmimalloc.so.2"  # scripts/setup.sh installs it
 
 
 def fail(msg):
@@ -26,10 +28,13 @@ def fail(msg):
 
 
 def run(argv, preload, env_extra=()):
-    """Runs argv (with the library preloaded or not); returns its stdout."""
+    """Runs argv with the library preloaded (True), nothing (False) or another library (a
+    path); returns its stdout."""
     env = {k: v for k, v in os.environ.items() if k != "LD_PRELOAD" and not k.startswith("RESIZEALLOC_")}
-    if preload:
+    if preload is True:
         env["LD_PRELOAD"] = LIB
+    elif preload:
+        env["LD_PRELOAD"] = preload
     env.update(env_extra)
     p = subprocess.run(argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     out, err = p.stdout.decode(errors="replace"), p.stderr.decode(errors="replace")
@@ -91,18 +96,28 @@ def versus(result, base, other):
 
 print("(median of %d runs each, configurations alternating; peak RSS: each process's VmHWM)" % RUNS)
 print()
-print("== 2. A C program whose iterations are regions (scripts/demo_app.c), plain malloc vs")
-print("      LD_PRELOAD=libresizealloc.so; the program finds the markers with dlsym")
+print("== 2. A C program whose iterations are regions (scripts/demo_app.c), plain malloc,")
+print("      LD_PRELOAD=libmimalloc.so.2 and LD_PRELOAD=libresizealloc.so; the program finds the")
+print("      markers with dlsym")
 plain = ("plain malloc", False, {}, [], "unavailable")
 marked = ("libresizealloc.so", True, {}, [], "marked")
+configs = [plain, marked]
+if os.path.exists(MIMALLOC):
+    configs.insert(1, ("mimalloc", MIMALLOC, {}, [], "unavailable"))
+else:
+    print("  (mimalloc is not installed at %s: its runs are left out; scripts/setup.sh installs it)" % MIMALLOC)
 small = measure("small temporaries: 256 of 16 B..9 KiB and one 1 MiB buffer per iteration",
-                [APP, "small"], "us", [plain, marked])
+                [APP, "small"], "us", configs)
 print("  shows: small temporaries are bumps in the arena instead of mallocs: %s"
       % versus(small, "plain malloc", "libresizealloc.so"))
+if "mimalloc" in small:
+    print("         against mimalloc: %s" % versus(small, "mimalloc", "libresizealloc.so"))
 frames = measure("image frames: two 48 MiB frames and 15 MiB of scratch per iteration",
-                 [APP, "frames"], "us", [plain, marked], shown_unit="ms", scale=1e-3)
+                 [APP, "frames"], "us", configs, shown_unit="ms", scale=1e-3)
 print("  shows: the arena keeps the frames' memory, glibc maps them afresh (above its 32 MiB mmap")
 print("         ceiling) and faults every page in again: %s" % versus(frames, "plain malloc", "libresizealloc.so"))
+if "mimalloc" in frames:
+    print("         against mimalloc: %s" % versus(frames, "mimalloc", "libresizealloc.so"))
 print()
 print("== 3. Python (scripts/demo_py.py), steps with large temporaries")
 py = measure("a 40 MiB translate cut into 4 MiB blocks, four of them upper-cased, per step",

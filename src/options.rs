@@ -2,7 +2,7 @@
 //!
 //! Booleans accept `1/on/yes/true` and `0/off/no/false`; sizes accept a number with an optional
 //! `K`, `M`, `G` (or `KiB`, `MiB`, `GiB`) suffix. A value that does not parse gets a one-line
-//! warning on stderr and the default. The README's table is written from [`OPTIONS`].
+//! warning on stderr and the default. The table in docs/reference.md is written from [`OPTIONS`].
 //!
 //! The environment is read with `getenv`, which does not allocate and returns null while glibc
 //! has not set `environ` up yet. The first allocation reads it lazily; the preload library reads
@@ -20,7 +20,7 @@ pub struct OptionDesc {
     pub description: &'static str,
 }
 
-/// Every option the library reads, in README order.
+/// Every option the library reads, in the order of docs/reference.md.
 pub const OPTIONS: &[OptionDesc] = &[
     OptionDesc {
         name: "RESIZEALLOC_REGION",
@@ -407,13 +407,13 @@ mod tests {
     }
 
     #[test]
-    fn readme_table_lists_every_option_with_its_default() {
-        let readme = include_str!("../README.md");
+    fn reference_table_lists_every_option_with_its_default() {
+        let readme = include_str!("../docs/reference.md");
         for o in OPTIONS {
             let row = format!("| `{}` | `{}` |", o.name, o.default);
             assert!(
                 readme.contains(&row),
-                "README is missing the row for {}",
+                "docs/reference.md is missing the row for {}",
                 o.name
             );
         }

@@ -65,8 +65,8 @@ struct resize_memory_stats {
     uint64_t sites_long_now;       /* sites routed to the next allocator now */
 };
 
-/* The small-block heap: where process mode sends small blocks the lifetime predictor routed
- * away from the arena (long-lived sites). Appended last, like resize_memory_stats. */
+/* The small-block heap: where process mode sends every request of up to 1 KiB. Appended last,
+ * like resize_memory_stats. */
 struct resize_small_stats {
     uint64_t pages_in_use;      /* 64 KiB pages holding blocks or cached empty */
     uint64_t bytes_in_pages;    /* their address space (only carved 4 KiB pieces are resident) */

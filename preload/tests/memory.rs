@@ -1,4 +1,4 @@
-//! Peak RSS of libresizealloc.so on the memory suite's lifetime patterns (DESIGN.md section 6):
+//! Peak RSS of libresizealloc.so on the memory suite's lifetime patterns:
 //! each program of `scripts/membench/` runs at a small scale once without the library (glibc)
 //! and once under it, and the library's peak RSS must stay within
 //! `max(1.25 x glibc, glibc + 8 MiB)`. Every pattern is checked in process mode

@@ -82,7 +82,7 @@ _native._set_decorator(_decorate)
 
 @dataclass(frozen=True)
 class ThreadStats:
-    """The calling thread's arena (see the README's Stats table)."""
+    """The calling thread's arena (see the Stats table of docs/reference.md)."""
 
     arena_capacity: int
     arena_committed: int

@@ -624,7 +624,7 @@ pub extern "C" fn cuStreamEndCapture_ptsz(stream: CUstream, graph: *mut *mut c_v
 /// `cuIpcGetMemHandle` (what `cudaIpcGetMemHandle` calls): a handle describes a whole driver
 /// allocation, which for a pool block is the segment, while `cuMemGetAddressRange` answers
 /// with the block: a process that maps the handle and adds the block's offset would read the
-/// wrong bytes. So a pool block gets `CUDA_ERROR_NOT_SUPPORTED` (README: allocate memory to be
+/// wrong bytes. So a pool block gets `CUDA_ERROR_NOT_SUPPORTED` (docs/gpu.md: allocate memory to be
 /// shared outside regions, or with `RESIZEALLOC_CUDA=off`, or from an IPC-exportable driver
 /// pool); other memory gets the driver's handle.
 #[no_mangle]
