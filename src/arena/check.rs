@@ -157,7 +157,10 @@ impl Arena {
             .max(self.peak_top.get())
             .max(self.top.get());
         let from = align_up(from, 8);
-        let to = self.run_end.get().min(from.saturating_add(ZERO_CHECK_BYTES));
+        let to = self
+            .run_end
+            .get()
+            .min(from.saturating_add(ZERO_CHECK_BYTES));
         let mut a = from;
         while a < to {
             // SAFETY: committed memory of the current run, past every block of it.

@@ -186,21 +186,17 @@ impl Arena {
         unsafe { *(hdr as *mut u16) = TAG_FREED as u16 };
         let live = self.live_uncounted.get() - 1;
         self.live_uncounted.set(live);
-        let top = self.top.get();
-        if live == 0 {
-            if top > self.peak_top.get() {
-                self.peak_top.set(top);
+        if live == 0 || align_up(end, MIN_ALIGN) == self.top.get() {
+            self.note_peak();
+            if live == 0 {
+                // SAFETY: the last live block of the range, just freed by its owner (its tag
+                // said live, so no other thread freed it).
+                unsafe { self.release_uncounted(hdr) };
+            } else {
+                // SAFETY: the caller's block, freed by its owner, ends at the bump pointer and
+                // lies in the uncounted range, so in the current run.
+                unsafe { self.release_top(hdr) };
             }
-            // SAFETY: the last live block of the range, just freed by its owner (its tag said
-            // live, so no other thread freed it).
-            unsafe { self.release_uncounted(hdr) };
-        } else if align_up(end, MIN_ALIGN) == top {
-            if top > self.peak_top.get() {
-                self.peak_top.set(top);
-            }
-            // SAFETY: the caller's block, freed by its owner, ends at the bump pointer and lies
-            // in the uncounted range, so in the current run.
-            unsafe { self.release_top(hdr) };
         }
         self.debug_check();
     }

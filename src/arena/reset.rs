@@ -210,19 +210,10 @@ impl Arena {
     /// the same. False, having changed nothing, otherwise. The uncounted range is flushed.
     #[inline]
     fn quiet_reset(&self) -> bool {
-        let capacity = self.cap_end.get() - self.data_start;
         let peak = self.peak_bytes();
-        if peak > capacity
-            || (peak < capacity / 4 && capacity > self.min_capacity)
-            || self.spill_bytes.get() != 0
-            || self.skipped.get() != 0
-            || self.closed.get()
-            || self.predicting.get()
-            || self.overflowing.load(Ordering::Relaxed)
-            || self.live_bytes() != 0
+        if !self.ends_quietly(peak)
             || self.live_at_reset.get() != 0
             || self.bytes_routed_away.get() != self.routed_at_reset.get()
-            || self.resident() * GRANULE > footprint::allowance(self.planned_bytes(), 0)
         {
             return false;
         }
@@ -236,6 +227,25 @@ impl Arena {
         self.note_clean_region();
         self.debug_check();
         true
+    }
+
+    /// What both quiet region ends ([`Arena::quiet_reset`], [`Arena::carry_reset`]) need of a
+    /// region that needed `peak` bytes: the resize policy keeps the capacity (the peak fits,
+    /// and either is not below a quarter of it or the capacity is at the minimum a shrink could
+    /// reach), nothing spilled, was skipped or overflowed, no counted block is live, and the
+    /// arena is open, not predicting and within its bound.
+    #[inline(always)]
+    fn ends_quietly(&self, peak: usize) -> bool {
+        let capacity = self.cap_end.get() - self.data_start;
+        !(peak > capacity
+            || (peak < capacity / 4 && capacity > self.min_capacity)
+            || self.spill_bytes.get() != 0
+            || self.skipped.get() != 0
+            || self.closed.get()
+            || self.predicting.get()
+            || self.overflowing.load(Ordering::Relaxed)
+            || self.live_bytes() != 0
+            || self.resident() * GRANULE > footprint::allowance(self.planned_bytes(), 0))
     }
 
     /// The end of a region that leaves blocks live that it allocated on the fast paths: what a
@@ -257,20 +267,11 @@ impl Arena {
     /// its bound. False, having changed nothing, otherwise.
     #[inline]
     fn carry_reset(&self) -> bool {
-        let capacity = self.cap_end.get() - self.data_start;
+        if self.recycle || self.carried.get() {
+            return false;
+        }
         let peak = self.peak_bytes();
-        if self.recycle
-            || self.carried.get()
-            || peak > capacity
-            || (peak < capacity / 4 && capacity > self.min_capacity)
-            || self.spill_bytes.get() != 0
-            || self.skipped.get() != 0
-            || self.closed.get()
-            || self.predicting.get()
-            || self.overflowing.load(Ordering::Relaxed)
-            || self.live_bytes() != 0
-            || self.resident() * GRANULE > footprint::allowance(self.planned_bytes(), 0)
-        {
+        if !self.ends_quietly(peak) {
             return false;
         }
         self.record_peak(peak);
