@@ -56,9 +56,14 @@ entry::with_site! {
     fn __libc_free(p: *mut c_void) => libc_free_at, "rsi"
 }
 
+/// Whether `p` came from the library (an arena, the small-block heap, the bootstrap buffer):
+/// its `__libc_free` and `__libc_realloc` go to the library whoever calls.
+fn ours(p: *mut c_void) -> bool {
+    router::owns(p.cast()) || router::owns_small(p.cast()) || real::is_boot(p)
+}
+
 extern "C" fn libc_free_at(p: *mut c_void, site: usize) -> *mut c_void {
-    let ours = router::owns(p.cast()) || router::owns_small(p.cast()) || real::is_boot(p);
-    if !ours && chain::called_from_next(site) {
+    if !ours(p) && chain::called_from_next(site) {
         real::libc_free(p);
     } else {
         malloc::free_any(p);
@@ -84,8 +89,7 @@ entry::with_site! {
 }
 
 extern "C" fn libc_realloc_at(p: *mut c_void, size: usize, site: usize) -> *mut c_void {
-    let ours = router::owns(p.cast()) || router::owns_small(p.cast()) || real::is_boot(p);
-    if !ours && chain::called_from_next(site) {
+    if !ours(p) && chain::called_from_next(site) {
         return real::libc_realloc(p, size);
     }
     crate::realloc::realloc_at(p, size, site)

@@ -147,7 +147,8 @@ fn resolve() -> bool {
 }
 
 /// The next allocator's function in `slot` (one of the cold ones, null until resolved), or
-/// null while our own lookup is in progress on this thread.
+/// null while our own lookup is in progress on this thread, or where the next objects have no
+/// such function (the `__libc_*` names outside glibc).
 #[inline(always)]
 fn get(slot: &AtomicPtr<c_void>) -> *mut c_void {
     let p = slot.load(Ordering::Acquire);
@@ -271,18 +272,9 @@ pub fn usable_size(p: *mut c_void) -> usize {
 
 // ------------------------------------------------------------------------------ glibc's own names
 
-/// The `__libc_*` function in `slot` once the next allocator is resolved; null while our own
-/// lookup runs on this thread, or where the next objects have no such name.
-fn libc_name(slot: &AtomicPtr<c_void>) -> *mut c_void {
-    if STATE.load(Ordering::Acquire) != READY && !resolve() {
-        return core::ptr::null_mut();
-    }
-    slot.load(Ordering::Acquire)
-}
-
 /// The next objects' `__libc_malloc` (glibc's), else their `malloc`.
 pub fn libc_malloc(size: usize) -> *mut c_void {
-    let f = libc_name(&LIBC_MALLOC);
+    let f = get(&LIBC_MALLOC);
     if f.is_null() {
         return malloc(size);
     }
@@ -295,7 +287,7 @@ pub fn libc_free(p: *mut c_void) {
     if is_boot(p) {
         return;
     }
-    let f = libc_name(&LIBC_FREE);
+    let f = get(&LIBC_FREE);
     if f.is_null() {
         return free(p);
     }
@@ -305,7 +297,7 @@ pub fn libc_free(p: *mut c_void) {
 
 /// The next objects' `__libc_calloc` (glibc's), else their `calloc`.
 pub fn libc_calloc(n: usize, size: usize) -> *mut c_void {
-    let f = libc_name(&LIBC_CALLOC);
+    let f = get(&LIBC_CALLOC);
     if f.is_null() {
         return calloc(n, size);
     }
@@ -315,7 +307,7 @@ pub fn libc_calloc(n: usize, size: usize) -> *mut c_void {
 
 /// The next objects' `__libc_realloc` (glibc's), else their `realloc`.
 pub fn libc_realloc(p: *mut c_void, size: usize) -> *mut c_void {
-    let f = libc_name(&LIBC_REALLOC);
+    let f = get(&LIBC_REALLOC);
     if f.is_null() {
         return realloc(p, size);
     }
@@ -325,7 +317,7 @@ pub fn libc_realloc(p: *mut c_void, size: usize) -> *mut c_void {
 
 /// The next objects' `__libc_memalign` (glibc's), else their `memalign`.
 pub fn libc_memalign(align: usize, size: usize) -> *mut c_void {
-    let f = libc_name(&LIBC_MEMALIGN);
+    let f = get(&LIBC_MEMALIGN);
     if f.is_null() {
         return memalign(align, size);
     }
