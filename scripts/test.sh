@@ -48,3 +48,6 @@ if rustup target list --installed 2>/dev/null | grep -qx aarch64-unknown-linux-g
 else
     echo "SKIPPED: cargo check --target aarch64-unknown-linux-gnu (the target could not be installed)"
 fi
+# The differential fuzzer against glibc, for a minute (FUZZ_SECONDS), under the release and the
+# check-invariants builds, in markers and process mode.
+bash scripts/fuzz.sh
