@@ -223,6 +223,86 @@ pub fn fatal(msg: &[u8]) -> ! {
     unsafe { libc::abort() }
 }
 
+/// A line of text built on the stack, for messages written without allocating. Text past its
+/// capacity is dropped.
+pub struct Line {
+    buf: [u8; 192],
+    len: usize,
+}
+
+impl Line {
+    pub const fn new() -> Self {
+        Line {
+            buf: [0; 192],
+            len: 0,
+        }
+    }
+
+    pub fn text(&mut self, s: &[u8]) -> &mut Self {
+        for &b in s {
+            if self.len < self.buf.len() {
+                self.buf[self.len] = b;
+                self.len += 1;
+            }
+        }
+        self
+    }
+
+    pub fn hex(&mut self, v: usize) -> &mut Self {
+        let mut digits = [0u8; 18];
+        digits[0] = b'0';
+        digits[1] = b'x';
+        let n = ((usize::BITS - v.leading_zeros()).div_ceil(4)).max(1) as usize;
+        for i in 0..n {
+            let d = (v >> (4 * (n - 1 - i))) & 0xf;
+            digits[2 + i] = b"0123456789abcdef"[d];
+        }
+        self.text(&digits[..2 + n])
+    }
+
+    pub fn decimal(&mut self, mut v: usize) -> &mut Self {
+        let mut digits = [0u8; 20];
+        let mut i = digits.len();
+        loop {
+            i -= 1;
+            digits[i] = b'0' + (v % 10) as u8;
+            v /= 10;
+            if v == 0 {
+                break;
+            }
+        }
+        self.text(&digits[i..])
+    }
+
+    pub fn as_bytes(&self) -> &[u8] {
+        &self.buf[..self.len]
+    }
+}
+
+impl Default for Line {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+/// Reports heap corruption found at a block, in one line, then aborts:
+/// `resizealloc: <what>: block 0x…[ of N bytes] (<heap>)`. `size` is the size the block's
+/// header or size class records, where one is known.
+#[cold]
+#[inline(never)]
+pub fn fatal_block(what: &[u8], p: usize, size: Option<usize>, heap: &[u8]) -> ! {
+    let mut line = Line::new();
+    line.text(b"resizealloc: ")
+        .text(what)
+        .text(b": block ")
+        .hex(p);
+    if let Some(n) = size {
+        line.text(b" of ").decimal(n).text(b" bytes");
+    }
+    line.text(b" (").text(heap).text(b")\n");
+    fatal(line.as_bytes())
+}
+
 /// The most address space the arenas may reserve under `RLIMIT_AS`: an eighth of the limit, so
 /// the program keeps the rest (a `malloc` outside regions never fails because of us). `None`
 /// when there is no limit.
@@ -238,4 +318,28 @@ pub fn address_space_budget() -> Option<usize> {
         return None;
     }
     Some((lim.rlim_cur / 8) as usize)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Line;
+
+    #[test]
+    fn a_line_writes_hex_and_decimal_and_stops_at_its_capacity() {
+        let mut l = Line::new();
+        l.text(b"block ").hex(0x7f12_3450).text(b" of ").decimal(48);
+        assert_eq!(l.as_bytes(), b"block 0x7f123450 of 48");
+        let mut z = Line::new();
+        z.hex(0)
+            .text(b" ")
+            .decimal(0)
+            .text(b" ")
+            .decimal(usize::MAX);
+        assert_eq!(z.as_bytes(), b"0x0 0 18446744073709551615");
+        let mut long = Line::new();
+        for _ in 0..100 {
+            long.text(b"abc");
+        }
+        assert_eq!(long.as_bytes().len(), 192);
+    }
 }

@@ -665,7 +665,7 @@ fn double_free_aborts_like_glibc() {
         let err = String::from_utf8_lossy(&out.stderr);
         assert!(!out.status.success(), "{case}");
         assert!(
-            err.contains("free(): double free detected"),
+            err.starts_with("resizealloc: double free detected") && err.contains(": block 0x"),
             "{case}: stderr: {err}"
         );
     }

@@ -226,10 +226,12 @@ mod alloc_free {
                     "jne {other}",
                     "cmp rax, qword ptr [rsi + {uncounted}]",
                     "jb {other}",
-                    // rcx = the link; its word's low byte says whether the release would go on down
-                    // (or that another thread freed this block): then `free_last_uncounted` does it
-                    // all.
+                    // rcx = the link. Not below the header (another thread freed this block, or
+                    // the header was overwritten), or its word's low byte says the release would
+                    // go on down: then `free_last_uncounted` does it all, and tells.
                     "mov rcx, qword ptr [rax + {link}]",
+                    "cmp rcx, rax",
+                    "jae {last}",
                     "cmp byte ptr [rcx], {freed_byte}",
                     "je {last}",
                     // The tag says freed (double frees), the peak is noted, the bump pointer goes
@@ -342,7 +344,8 @@ mod alloc_free {
         with_exits!(free_asm)
     }
 
-    /// The LIFO free whose release goes on down below the block (or aborts on a poisoned link):
+    /// The LIFO free whose release goes on down below the block (or aborts on a link that names
+    /// no block below it: another thread freed the block, or its header was overwritten):
     /// `own` is the thread's own arena and the entry point found `p`'s header at its `below_top`,
     /// not below `uncounted`.
     extern "C" fn free_arena_block_last(p: *mut c_void, own: *const resizealloc::arena::Arena) {

@@ -26,11 +26,31 @@ impl Arena {
     pub fn check_invariants(&self) -> Result<(), &'static str> {
         self.check_bump()?;
         let mut live = 0;
-        if self.for_each_uncounted(|_, _, _| live += 1).is_none() {
+        let mut links_below = true;
+        if self
+            .for_each_uncounted(|hdr, _, _| {
+                live += 1;
+                // SAFETY: a header of the uncounted range, in committed memory. Atomic: another
+                // thread may be freeing the block.
+                let (word, link) = unsafe {
+                    (
+                        (*(hdr as *const AtomicUsize)).load(Ordering::Relaxed),
+                        (*((hdr + 8) as *const AtomicUsize)).load(Ordering::Relaxed),
+                    )
+                };
+                if word_tag(word) == TAG_LIVE {
+                    links_below &= self.link_below(hdr, link);
+                }
+            })
+            .is_none()
+        {
             return Err("the uncounted range is not a row of blocks ending at the bump pointer");
         }
         if live != self.live_uncounted.get() {
             return Err("live_uncounted is not the number of live blocks in the uncounted range");
+        }
+        if !links_below {
+            return Err("the link of a live block names no block below it");
         }
         let (top, run_end) = (self.top.get(), self.run_end.get());
         self.check_reads_as_zero()?;

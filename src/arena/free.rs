@@ -5,20 +5,41 @@
 use core::sync::atomic::{AtomicUsize, Ordering};
 
 use super::header::{
-    header_word, poison_link, word_size, word_tag, TAG_FREED, TAG_LIVE, TAG_SAMPLED,
+    bad_header, header_word, word_size, word_tag, TAG_FREED, TAG_LIVE, TAG_SAMPLED,
 };
 use super::Arena;
 use crate::layout::{align_up, HEADER, MIN_ALIGN};
 use crate::os;
 
+/// What a check found wrong with a block handed to `free`, `realloc` or `malloc_usable_size`.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub(super) enum Misuse {
+    /// The block's tag says freed: a double free, or a use of a freed block.
+    Freed,
+    /// No live block starts there, or its header word was overwritten.
+    NotABlock,
+    /// The header's tag says live but its link is no block below it: the bytes right before
+    /// the block were overwritten (a write before it, or past the end of the block before).
+    HeaderOverwritten,
+}
+
+/// Aborts on a misuse found at block `p`, with one line naming it, the block and the size
+/// its header records (when it can be trusted).
 #[cold]
 #[inline(never)]
-pub(super) fn bad_free(double: bool) -> ! {
-    if double {
-        os::fatal(b"free(): double free detected in tcache 2 (resizealloc arena)\n")
-    } else {
-        os::fatal(b"free(): invalid pointer (resizealloc arena)\n")
-    }
+pub(super) fn bad_free(what: Misuse, p: usize, size: Option<usize>) -> ! {
+    let text: &[u8] = match what {
+        Misuse::Freed => {
+            b"double free detected (or a realloc or malloc_usable_size of a freed block)"
+        }
+        Misuse::NotABlock => {
+            b"invalid pointer (no live block starts there, or its header was overwritten)"
+        }
+        Misuse::HeaderOverwritten => {
+            b"heap corruption: the header before the block was overwritten"
+        }
+    };
+    os::fatal_block(text, p, size, b"arena")
 }
 
 impl Arena {
@@ -112,8 +133,8 @@ impl Arena {
             // SAFETY: caller's obligation: the block's header is ours to read. Atomic: had
             // another thread freed the block (a double free now), it wrote `POISON_LINK` there.
             let link = unsafe { (*((hdr + 8) as *const AtomicUsize)).load(Ordering::Relaxed) };
-            if link == poison_link() {
-                bad_free(true);
+            if !self.link_below(hdr, link) {
+                self.bad_link(hdr, link);
             }
             self.top.set(unc);
             self.below_top.set(self.no_link());
@@ -144,13 +165,18 @@ impl Arena {
         if self.in_uncounted(hdr) {
             // A block handed out since the counts were last looked at: it was never counted, so
             // freeing it is a tag flip, and the last one goes back to the bump pointer.
-            // SAFETY: `hdr` lies in the uncounted range of our committed run: a block's header.
-            let word = unsafe { *(hdr as *const usize) };
+            // SAFETY: `hdr` lies in the uncounted range of our committed run: a block's header,
+            // or, for a pointer that is no block's start, bytes whose tag then says not live
+            // (unaligned: the slow path aborts on such a pointer before any aligned access).
+            let word = unsafe { (hdr as *const usize).read_unaligned() };
             if word_tag(word) != TAG_LIVE {
                 return false; // sampled, or a double free: the slow path tells
             }
             // SAFETY: a live, uncounted block of ours.
-            unsafe { self.free_uncounted(hdr, p + word_size(word)) };
+            unsafe {
+                self.check_link(hdr);
+                self.free_uncounted(hdr, p + word_size(word));
+            }
             return true;
         }
         if !self.plausible(p) {
@@ -162,6 +188,8 @@ impl Arena {
         if word_tag(word) != TAG_LIVE {
             return false;
         }
+        // SAFETY: as above.
+        unsafe { self.check_link(hdr) };
         // SAFETY: a validated live header; marks it freed for double-free detection (the tag is
         // the header word's low 16 bits, little endian).
         unsafe { *(hdr as *mut u16) = TAG_FREED as u16 };
@@ -220,12 +248,15 @@ impl Arena {
         // SAFETY: caller's obligation: the block's header is ours to read. Atomic: had another
         // thread freed the block (a double free now), it wrote `POISON_LINK` there.
         let link = unsafe { (*((hdr + 8) as *const AtomicUsize)).load(Ordering::Relaxed) };
+        if !self.link_below(hdr, link) {
+            // `POISON_LINK` (another thread freed the block: a double free), or overwritten.
+            self.bad_link(hdr, link);
+        }
         self.top.set(hdr);
         self.below_top.set(link);
-        // SAFETY: `link` is `no_link` (`limit`, whose low byte says no block is freed), a
-        // header of the run below `hdr` (`below_top`'s invariant), or `POISON_LINK` (whose word
-        // says freed, so that `release_freed_below` aborts): memory we may read. The callers
-        // keep `uncounted <= hdr`.
+        // SAFETY: `link` is `no_link` (`limit`, whose low byte says no block is freed) or a
+        // header of the run below `hdr` (`below_top`'s invariant, checked just now): memory we
+        // may read. The callers keep `uncounted <= hdr`.
         if unsafe { Self::owner_freed(link) } {
             // SAFETY: as above.
             unsafe { self.release_freed_below(link) };
@@ -252,14 +283,10 @@ impl Arena {
     ///
     /// # Safety
     /// Owner thread; `link` is `below_top`: the header of a block of the current run its owner
-    /// freed, or `POISON_LINK` (a double free: this aborts).
+    /// freed.
     #[cold]
     #[inline(never)]
     unsafe fn release_freed_below(&self, link: usize) {
-        if link == poison_link() {
-            // The block just freed by its owner was freed by another thread before.
-            bad_free(true);
-        }
         let run_start = self.run_start.get();
         let mut hdr = link;
         let below = loop {
@@ -268,10 +295,11 @@ impl Arena {
             // theirs). Another thread writes it only when it frees the block too (a double free,
             // which aborts below or in that thread): atomic for that.
             let below = unsafe { (*((hdr + 8) as *const AtomicUsize)).load(Ordering::Relaxed) };
-            if below == poison_link() {
-                // Freed by its owner and by another thread (whichever came second aborts on the
-                // tag it finds; kept here in case that one raced past it).
-                bad_free(true);
+            if !self.link_below(hdr, below) {
+                // Freed by its owner and by another thread (`POISON_LINK`: whichever came
+                // second aborts on the tag it finds; kept here in case that one raced past
+                // it), or the freed block's header was written to since.
+                self.bad_link(hdr, below);
             }
             // SAFETY: `below` is a header of the run below `hdr` (the links' invariant), so
             // committed memory, or `no_link`, which lies below `run_start`.
@@ -334,6 +362,9 @@ impl Arena {
     unsafe fn free_local_slow(&self, p: *mut u8) {
         let p = p as usize;
         let hdr = p.wrapping_sub(HEADER);
+        if !p.is_multiple_of(MIN_ALIGN) {
+            bad_free(Misuse::NotABlock, p, None);
+        }
         if self.in_uncounted(hdr) {
             // SAFETY: `hdr` lies in the uncounted range of our committed run: a block's header.
             let word = unsafe { *(hdr as *const usize) };
@@ -352,16 +383,17 @@ impl Arena {
                 }
                 return;
             }
-            // Anything else in the uncounted range (a double free, a block another thread
-            // freed) is told apart once the range is counted.
-            self.flush_uncounted();
+            // Anything else in the uncounted range is no live block (the fast path took the
+            // live ones): a double free, a block another thread freed, or no block's start.
+            // Told here, before a walk of the range could trust a header that is not one.
+            bad_header(p, word);
         }
         // A block below the uncounted range is counted already, and freeing it leaves the
         // range alone (a counted block that ends at `top` means the range is empty): no walk.
         // (Counting the range here for a sampled block, one in eight, would count every
         // younger block that could otherwise be freed by a tag flip.)
         if !self.plausible(p) {
-            bad_free(false);
+            bad_free(Misuse::NotABlock, p, None);
         }
         // SAFETY: `p` is in our slot (plausible), so its header is readable.
         let (hdr, size) = unsafe { self.header_of(p) };

@@ -5,7 +5,7 @@
 use core::cell::Cell;
 use core::sync::atomic::{AtomicUsize, Ordering};
 
-use super::free::bad_free;
+use super::free::{bad_free, Misuse};
 use super::Arena;
 use crate::layout::{align_up, HEADER, MIN_ALIGN};
 
@@ -56,6 +56,17 @@ pub(super) fn poison_link() -> usize {
     &POISON_LINK as *const AtomicUsize as usize
 }
 
+/// `free`, `realloc` or `malloc_usable_size` of `p`, whose header word `word` says neither
+/// live nor sampled.
+#[cold]
+#[inline(never)]
+pub(super) fn bad_header(p: usize, word: usize) -> ! {
+    if word_tag(word) | 1 == TAG_FREED_REMOTE {
+        bad_free(Misuse::Freed, p, Some(word_size(word)))
+    }
+    bad_free(Misuse::NotABlock, p, None)
+}
+
 /// The header word of a block of `size` bytes in state `tag`.
 #[inline(always)]
 pub(super) const fn header_word(size: usize, tag: usize) -> usize {
@@ -85,21 +96,68 @@ impl Arena {
         &self.limit as *const Cell<usize> as usize
     }
 
-    /// Reads and validates the header word of `p`, aborting like glibc on a double or invalid
-    /// free. Returns the header's address and the block's size.
+    /// Reads and validates the header of `p`, aborting on a double or invalid free and on an
+    /// overwritten header (see [`Arena::check_link`]). Returns the header's address and the
+    /// block's size.
     ///
     /// # Safety
     /// `p` lies in committed memory of this arena's slot at least `HEADER` bytes past `data_start`.
     #[inline(always)]
     pub(super) unsafe fn header_of(&self, p: usize) -> (*mut usize, usize) {
+        if !p.is_multiple_of(MIN_ALIGN) {
+            bad_free(Misuse::NotABlock, p, None);
+        }
         let hdr = (p - HEADER) as *mut usize;
         // SAFETY: caller's obligation: the header bytes are committed memory of our slot.
         let word = unsafe { *hdr };
         // TAG_LIVE and TAG_SAMPLED differ in the low bit only.
         if word_tag(word) | 1 != TAG_SAMPLED {
-            bad_free(word_tag(word) | 1 == TAG_FREED_REMOTE);
+            bad_header(p, word);
+        }
+        if word_tag(word) == TAG_LIVE {
+            // SAFETY: as above.
+            unsafe { self.check_link(hdr as usize) };
         }
         (hdr, word_size(word))
+    }
+
+    /// Aborts unless the link of the live, unsampled block at `hdr` lies below it, as every
+    /// such link does: it was `below_top` (a header below, or `no_link`) when the block was
+    /// handed out, and nothing writes it while the block lives. A write before the block (or
+    /// past the end of the one before it) that reached the link's high bytes shows here, in
+    /// one compare. The walks that follow a link check it whole ([`Arena::link_below`]).
+    ///
+    /// # Safety
+    /// `hdr` is a header in committed memory of this arena whose tag says live.
+    #[inline(always)]
+    pub(super) unsafe fn check_link(&self, hdr: usize) {
+        // SAFETY: caller's obligation. Atomic: another thread that frees the block too (a
+        // double free) writes it.
+        let link = unsafe { (*((hdr + 8) as *const AtomicUsize)).load(Ordering::Relaxed) };
+        if link >= hdr {
+            self.bad_link(hdr, link);
+        }
+    }
+
+    /// `no_link <= link < hdr`, in one compare: what the link of a block at `hdr` is unless
+    /// it was overwritten or another thread freed the block (`POISON_LINK`, a static outside
+    /// every arena).
+    #[inline(always)]
+    pub(super) fn link_below(&self, hdr: usize, link: usize) -> bool {
+        link.wrapping_sub(self.no_link()) < hdr.wrapping_sub(self.no_link())
+    }
+
+    /// The link of the block at `hdr` is no block below it: another thread freed the block
+    /// (a double free now), or its header was overwritten.
+    #[cold]
+    #[inline(never)]
+    pub(super) fn bad_link(&self, hdr: usize, link: usize) -> ! {
+        if link == poison_link() {
+            // SAFETY: the caller read the link of this header: it is ours to read.
+            let word = unsafe { (*(hdr as *const AtomicUsize)).load(Ordering::Relaxed) };
+            bad_free(Misuse::Freed, hdr + HEADER, Some(word_size(word)))
+        }
+        bad_free(Misuse::HeaderOverwritten, hdr + HEADER, None)
     }
 
     /// Checks that `p` can be a block of this arena before its header is read: 16-byte aligned

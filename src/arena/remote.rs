@@ -3,7 +3,7 @@
 
 use core::sync::atomic::{AtomicUsize, Ordering};
 
-use super::free::bad_free;
+use super::free::{bad_free, Misuse};
 use super::header::{header_word, poison_link, TAG_FREED_REMOTE};
 use super::orphan::ORPHANED;
 use super::{whole_pages, Arena};
@@ -43,7 +43,7 @@ impl Arena {
     pub unsafe fn free_remote(&self, p: *mut u8) -> bool {
         let p = p as usize;
         if !self.plausible(p) {
-            bad_free(false);
+            bad_free(Misuse::NotABlock, p, None);
         }
         // SAFETY: `p` is in our slot, so its header is readable.
         let (hdr, size) = unsafe { self.header_of(p) };

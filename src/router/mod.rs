@@ -328,13 +328,13 @@ pub unsafe fn realloc_small(
     q
 }
 
-/// Usable size of a small-block heap block.
+/// Usable size of a small-block heap block (aborting on a pointer that is no live block).
 ///
 /// # Safety
-/// `owns_small(p)` and `p` is a live block.
+/// `owns_small(p)`.
 pub unsafe fn usable_size_small(p: *mut u8) -> usize {
-    // SAFETY: caller's obligation.
-    unsafe { slab::usable_size(p) }
+    // SAFETY: caller's obligation; the heap is the calling thread's (or null).
+    unsafe { slab::usable_size(region::slab_heap(), p) }
 }
 
 /// True when `p` is an arena block (one range check).

@@ -5,6 +5,7 @@ use core::ptr;
 use core::sync::atomic::Ordering;
 
 use super::abandon::adopt;
+use super::check::FREED_KEY;
 use super::free::double_free;
 use super::heap::Heap;
 use super::page::{empty_page, Block, Page, TF_COUNT_SHIFT, TF_LIST};
@@ -47,6 +48,7 @@ pub unsafe fn alloc_cached(heap: *mut Heap, class: usize) -> *mut u8 {
         if !b.is_null() {
             tc.head.set((*b).next);
             tc.count.set(tc.count.get() - 1);
+            (*b).key = 0;
         }
         b as *mut u8
     }
@@ -67,6 +69,7 @@ unsafe fn alloc_from_page(heap: *mut Heap, class: usize) -> *mut u8 {
         }
         (*pg).free.set((*b).next);
         (*pg).used.set((*pg).used.get() + 1);
+        (*b).key = 0;
         b as *mut u8
     }
 }
@@ -192,6 +195,7 @@ unsafe fn extend(pg: *mut Page) {
         for i in (0..n as usize).rev() {
             let b = (start + i * bs) as *mut Block;
             (*b).next = head;
+            (*b).key = FREED_KEY;
             head = b;
         }
         (*pg).free.set(head);

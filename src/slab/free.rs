@@ -6,6 +6,7 @@ use core::sync::atomic::Ordering;
 
 use super::abandon::{park_abandoned, settle_abandoned, ABANDONED};
 use super::alloc::collect;
+use super::check::{freed_again, misuse, place_ok, Misuse, FREED_KEY};
 use super::heap::Heap;
 use super::page::{empty_page, Block, Page, TF_COUNT_SHIFT, TF_LIST};
 use super::pool::{page_of, return_page};
@@ -27,32 +28,65 @@ pub(super) fn double_free() -> ! {
     os::fatal(b"resizealloc: free(): block freed twice or not allocated (small heap)\n")
 }
 
-/// Frees `p`. Any thread may call it for any live block.
+/// Frees `p`. Any thread may call it for any live block; a block freed twice (by its owner
+/// the second time) or a pointer that is no block's start aborts (see `check.rs`).
 ///
 /// # Safety
-/// `owns(p)` and `p` is a live block (not freed since it was handed out); `heap` is the
-/// calling thread's heap or null.
+/// `owns(p)`; `heap` is the calling thread's heap or null.
 #[inline(always)]
 pub unsafe fn free(heap: *mut Heap, p: *mut u8) {
+    // Every block is 16-byte aligned (the header and every class size are multiples of 16):
+    // the one test of the pointer's place the owner's fast path makes.
+    if !(p as usize).is_multiple_of(16) {
+        misuse(Misuse::NotABlock, p);
+    }
+    // SAFETY: a block's page is in use, so its words are readable. A free block holds the key.
+    if unsafe { (*(p as *mut Block)).key } == FREED_KEY {
+        // SAFETY: forwarded obligations.
+        return unsafe { free_keyed(heap, p) };
+    }
+    // SAFETY: forwarded obligations.
+    unsafe { free_block(heap, p) }
+}
+
+/// [`free`] of a block that holds the key: a double free (which aborts), or program data.
+/// Out of line, so that the fast path calls nothing that returns.
+///
+/// # Safety
+/// As [`free`].
+#[cold]
+#[inline(never)]
+unsafe fn free_keyed(heap: *mut Heap, p: *mut u8) {
+    // SAFETY: forwarded obligations.
+    unsafe {
+        freed_again(heap, p as *mut Block);
+        free_block(heap, p);
+    }
+}
+
+/// [`free`] after its checks.
+///
+/// # Safety
+/// As [`free`].
+#[inline(always)]
+unsafe fn free_block(heap: *mut Heap, p: *mut u8) {
     let pg = page_of(p);
     let b = p as *mut Block;
-    // SAFETY: a live block's page is in use, so its header stays mapped; the owner check
-    // decides who may touch the owner-only fields.
+    // SAFETY: a block's page is in use, so its header stays mapped; the owner check decides
+    // who may touch the owner-only fields.
     unsafe {
+        (*b).key = FREED_KEY;
         let owner = (*pg).heap.load(Ordering::Relaxed);
         if !heap.is_null() && owner & !FULL == heap as usize {
             // Our page (full or not): into the block cache while it has room. (A page of ours
             // has a valid class; a pointer that is not a block may not, and must not index.)
             let class = (*pg).class.get() as usize;
             if class >= CLASSES {
-                double_free();
+                misuse(Misuse::NotABlock, p);
             }
             let tc = &(*heap).cache[class];
             let n = tc.count.get();
             if n < tc.limit.get() {
-                if tc.head.get() == b {
-                    double_free(); // the block just freed, freed again (the common double free)
-                }
                 (*b).next = tc.head.get();
                 tc.head.set(b);
                 tc.count.set(n + 1);
@@ -75,9 +109,6 @@ pub unsafe fn free(heap: *mut Heap, p: *mut u8) {
 unsafe fn free_to_own_page(h: &Heap, pg: *mut Page, b: *mut Block) {
     // SAFETY: caller's obligation.
     unsafe {
-        if (*pg).free.get() == b {
-            double_free(); // the block just freed, freed again (the common double free)
-        }
         (*b).next = (*pg).free.get();
         (*pg).free.set(b);
         let u = (*pg).used.get().wrapping_sub(1);
@@ -168,6 +199,11 @@ unsafe fn retire(h: &Heap, pg: *mut Page) {
 #[cold]
 #[inline(never)]
 unsafe fn free_other(heap: *mut Heap, pg: *mut Page, b: *mut Block) {
+    // Off the owner's fast path: the pointer's place is checked whole (a free into a page
+    // that serves no blocks, or past its carved ones, would corrupt it).
+    if !place_ok(b as *const u8) {
+        misuse(Misuse::NotABlock, b as *const u8);
+    }
     // SAFETY: a page with a live block stays mapped; the compare-and-swap on `heap` decides
     // who owns a full page; `thread_free` is atomic; `b` is ours to link (the program freed it).
     unsafe {

@@ -41,6 +41,7 @@
 
 mod abandon;
 mod alloc;
+mod check;
 mod free;
 mod heap;
 mod page;
@@ -97,14 +98,23 @@ pub const EMPTY_CACHE: u32 = 4;
 /// Tag in `Page::heap` of a full page: still owned by that heap, on none of its lists.
 pub const FULL: usize = 1;
 
-/// Usable size of a block.
+/// Usable size of a block; aborts (`check.rs`) when `p` is no block's start or a free block.
 ///
 /// # Safety
-/// `owns(p)` and `p` is a live block.
-pub unsafe fn usable_size(p: *const u8) -> usize {
-    // SAFETY: a live block's page header is mapped; `block_size` does not change while the page
-    // has live blocks.
-    unsafe { (*page_of(p)).block_size.get() as usize }
+/// `owns(p)`; `heap` is the calling thread's heap or null.
+pub unsafe fn usable_size(heap: *mut Heap, p: *const u8) -> usize {
+    if !check::place_ok(p) {
+        check::misuse(check::Misuse::NotABlock, p);
+    }
+    let b = p as *mut page::Block;
+    // SAFETY: a block of a committed page (checked above), so its words are readable; the
+    // page header is mapped and `block_size` does not change while the page has live blocks.
+    unsafe {
+        if (*b).key == check::FREED_KEY {
+            check::freed_again(heap, b);
+        }
+        (*page_of(p)).block_size.get() as usize
+    }
 }
 
 /// `(pages in use, pages given back to the kernel so far, abandoned pages adopted so far)`.

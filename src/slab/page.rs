@@ -13,10 +13,12 @@ pub(super) const TF_COUNT_SHIFT: u32 = 48;
 pub(super) const TF_LIST: usize = (1 << TF_COUNT_SHIFT) - 1;
 const _: () = assert!((PAGE_SIZE - HEADER) / 16 < 1 << (usize::BITS - TF_COUNT_SHIFT));
 
-/// A free block: its first word links the free list.
+/// A free block: its first word links the free list, its second holds `FREED_KEY` (see
+/// `check.rs`). Every class's blocks have room for both (16 bytes or more).
 #[repr(C)]
 pub(super) struct Block {
     pub(super) next: *mut Block,
+    pub(super) key: usize,
 }
 
 /// A page header, at the start of its 64 KiB page. Blocks of `block_size` bytes follow from

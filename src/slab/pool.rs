@@ -23,6 +23,8 @@ pub const WARM_PAGES: usize = 64;
 static BASE: AtomicUsize = AtomicUsize::new(0);
 /// Its length; 0 until it exists (published last, with Release).
 static LEN: AtomicUsize = AtomicUsize::new(0);
+/// Bytes committed from its start (`Pool::committed`, for readers without the lock).
+static COMMITTED: AtomicUsize = AtomicUsize::new(0);
 
 /// Pages by index: which are free (their memory given back) and how far the reservation is used.
 pub(super) struct Pool {
@@ -66,6 +68,12 @@ pub(super) static PAGES_ADOPTED: AtomicU64 = AtomicU64::new(0);
 pub fn owns(p: *const u8) -> bool {
     let len = LEN.load(Ordering::Acquire);
     (p as usize).wrapping_sub(BASE.load(Ordering::Relaxed)) < len
+}
+
+/// True when `p` lies in the committed part of the reservation, where a page header reads as
+/// one (zero for a page never used).
+pub(super) fn committed(p: *const u8) -> bool {
+    (p as usize).wrapping_sub(BASE.load(Ordering::Relaxed)) < COMMITTED.load(Ordering::Acquire)
 }
 
 #[inline(always)]
@@ -146,6 +154,7 @@ pub(super) fn take_page() -> *mut Page {
             return ptr::null_mut();
         }
         pool.committed += step;
+        COMMITTED.store(pool.committed, Ordering::Release);
     }
     pool.fresh += 1;
     PAGES_IN_USE.fetch_add(1, Ordering::Relaxed);

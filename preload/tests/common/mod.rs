@@ -100,3 +100,8 @@ pub fn assert_ok(out: &Output, what: &str) {
         text(&out.stderr)
     );
 }
+
+/// SIGABRT's number (6 on Linux), which `abort` ends a process with.
+pub fn libc_sigabrt() -> i32 {
+    6
+}
