@@ -5,7 +5,10 @@
 #   bash scripts/mem_bench.sh [--quick]
 #
 # Programs (scripts/membench/*.c, one pattern each; see each file's banner): server, loader,
-# churn-small, churn-log, threads, lru, phase, calloc, grow; plus python3 (scripts/membench/py_churn.py),
+# churn-small, churn-log, threads, lru, phase, calloc, grow, bigslots (large zeroed blocks
+# replaced at random), serial-threads (short-lived threads one after another), handoff (mixed
+# lifetimes handed between threads), freed-phase (big blocks freed, then sparse small work);
+# plus python3 (scripts/membench/py_churn.py),
 # sqlite3 (a 200k-row table, an index, aggregates) and xz (-6 round trip of generated text).
 # Every program runs under every allocator, interleaved within each round (the starting
 # allocator rotates); each figure is the median over ROUNDS rounds.
@@ -62,7 +65,7 @@ if ! cargo build --release -p resizealloc-preload >"$OUT/build.log" 2>&1; then
 fi
 
 # 2. the C programs, the runner, the inputs
-for prog in server loader churn threads lru phase calloc grow; do
+for prog in server loader churn threads lru phase calloc grow bigslots serial_threads handoff freed_phase; do
     gcc -std=gnu11 -O2 -Wall -pthread -o "$BIN/$prog" "$SRC/$prog.c" -ldl -lm
 done
 gcc -O2 -Wall -o "$BIN/runner" "$SRC/runner.c"
@@ -99,7 +102,8 @@ ENVS[rz-process]="LD_PRELOAD=$SO RESIZEALLOC_REGION=process"
 ENVS[rz-markers]="LD_PRELOAD=$SO"
 
 # 4. programs: name -> command (stdin </dev/null unless named in STDIN)
-PROGS=(server loader churn-small churn-log threads lru phase calloc grow python sqlite3 xz)
+PROGS=(server loader churn-small churn-log threads lru phase calloc grow bigslots serial-threads handoff
+    freed-phase python sqlite3 xz)
 declare -A CMD=(
     [server]="$BIN/server $SCALE"
     [loader]="$BIN/loader $SCALE"
@@ -110,6 +114,10 @@ declare -A CMD=(
     [phase]="$BIN/phase $SCALE"
     [calloc]="$BIN/calloc $SCALE"
     [grow]="$BIN/grow $SCALE"
+    [bigslots]="$BIN/bigslots $SCALE"
+    [serial-threads]="$BIN/serial_threads $SCALE"
+    [handoff]="$BIN/handoff $SCALE"
+    [freed-phase]="$BIN/freed_phase $SCALE"
     [python]="$PY $SRC/py_churn.py $SCALE"
     [sqlite3]="sqlite3"
     [xz]="sh -c"

@@ -330,3 +330,31 @@ fn calloc_process_mode() {
 fn calloc_markers_mode() {
     assert_bound("calloc", &["0.25"], Allocator::Markers);
 }
+
+/// 40 blocks of 5 MiB allocated, freed, then 100-byte pairs only, about a thousand a second:
+/// the arena's free memory goes back within the purge delay of those small allocations (they
+/// go to the small-block heap and reach the arena only through its predictor's count), not
+/// after a few thousand of them. RSS 1 s into the small work <= 64 MiB.
+#[test]
+fn freed_phase_then_sparse_small_work_gives_the_phase_back_process_mode() {
+    let (glibc, ours, mut failures) = compare("freed_phase", &["0.4"], Allocator::Process);
+    let after = ours.metric("rss_1s_kib") as u64;
+    eprintln!(
+        "freed_phase 0.4: RSS 1 s after the phase: glibc {}, resizealloc {}, limit {}",
+        mib(glibc.metric("rss_1s_kib") as u64),
+        mib(after),
+        mib(PHASE_AFTER_LIMIT_KIB)
+    );
+    assert!(
+        ours.metric("rss_phase_kib") as u64 > 3 * PHASE_AFTER_LIMIT_KIB,
+        "the phase was not resident"
+    );
+    if after > PHASE_AFTER_LIMIT_KIB {
+        failures.push(format!(
+            "freed_phase 0.4: RSS 1 s after the phase is {}, over {}",
+            mib(after),
+            mib(PHASE_AFTER_LIMIT_KIB)
+        ));
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+}

@@ -27,6 +27,7 @@ OWN = [
     ("grow", "steps_per_s", "grow: k realloc steps/s", True),
     ("calloc", "repeat_per_s", "calloc: 256 MiB callocs/s, memory reused", True),
     ("calloc", "filled_per_s", "calloc: 64 MiB callocs/s, each filled", True),
+    ("freed-phase", "rss_1s_kib", "freed-phase: RSS 1 s after the phase, MiB", False),
 ]
 
 

@@ -6,8 +6,24 @@ use crate::footprint;
 use crate::layout::{align_up, GRANULE, GRANULE_SHIFT};
 use crate::os;
 
-/// Allocations through the predictor between two [`Arena::periodic_look`]s.
+/// Allocations through the predictor between two [`Arena::periodic_look`]s, at most.
 pub(super) const LOOK_EVERY: u32 = 4096;
+
+/// How far apart in time the periodic looks should be, at most, where allocation is too slow
+/// for [`LOOK_EVERY`] allocations to come that often: the allocations between two looks are
+/// scaled to the rate of the last interval (a thread that allocates a few thousand times a
+/// second between sleeps still gives back a freed phase within the purge delay and this).
+const LOOK_INTERVAL_MS: u64 = 50;
+
+/// Allocations between two looks, at least; and while a give-back waits (or a large part of
+/// the run was just released), at most: each look then reads the clock.
+const LOOK_SOON: u32 = 16;
+
+/// Bytes the bump pointer must go back in one release, in process mode, for the next look to
+/// come within [`LOOK_SOON`] allocations: the end of a phase whose memory may now be over the
+/// bound while the thread goes on with small blocks only (the small-block heap's, which the
+/// arena sees only through its predictor's count).
+pub(super) const LOOK_SOON_BYTES: usize = 64 * GRANULE;
 
 /// Granules owner frees empty between two looks at the bound, at least.
 pub(super) const EMPTIED_MIN: usize = 64;
@@ -261,6 +277,9 @@ impl Arena {
             self.purge();
         } else {
             self.purge_at_ms.set(now.saturating_add(delay));
+            // The periodic look runs it: soon, and then every few allocations until its time
+            // (the allocations that follow may be few and small).
+            self.look_soon();
         }
     }
 
@@ -275,7 +294,9 @@ impl Arena {
     #[cold]
     #[inline(never)]
     pub(super) fn periodic_look(&self, on_look: impl FnOnce()) {
-        self.look_countdown.set(LOOK_EVERY);
+        let now = os::monotonic_ms();
+        self.look_countdown.set(self.next_look_in(now));
+        self.last_look_ms.set(now);
         // Arenas of exited threads wait for the same delay (see `prepare_orphan`).
         on_look();
         if !self.recycle {
@@ -289,8 +310,42 @@ impl Arena {
         let at = self.purge_at_ms.get();
         if at == 0 {
             self.defer_purge();
-        } else if os::monotonic_ms() >= at {
+        } else if now >= at {
             self.purge(); // which ends the wait
+        }
+        if self.purge_at_ms.get() != 0 {
+            // A give-back waits for its time: look again soon, to see it come.
+            self.look_countdown.set(LOOK_SOON);
+        }
+    }
+
+    /// Allocations to the next periodic look, from the rate since the last one (`now`): as
+    /// many as came in [`LOOK_INTERVAL_MS`], between [`LOOK_SOON`] and [`LOOK_EVERY`].
+    fn next_look_in(&self, now: u64) -> u32 {
+        let last = self.last_look_ms.get();
+        let elapsed = now.saturating_sub(last);
+        if last == 0 || now == 0 || elapsed <= LOOK_INTERVAL_MS {
+            return LOOK_EVERY;
+        }
+        let per_interval = LOOK_EVERY as u64 * LOOK_INTERVAL_MS / elapsed;
+        per_interval.clamp(LOOK_SOON as u64, LOOK_EVERY as u64) as u32
+    }
+
+    /// Process mode: the bump pointer just went back `released` bytes in one step. A large
+    /// step may leave the arena over its bound with nothing else to tell it (the thread may go
+    /// on with small blocks only): the next look comes within [`LOOK_SOON`] allocations.
+    #[inline(always)]
+    pub(super) fn note_release(&self, released: usize) {
+        if self.recycle && released >= LOOK_SOON_BYTES {
+            self.look_soon();
+        }
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn look_soon(&self) {
+        if self.look_countdown.get() > LOOK_SOON {
+            self.look_countdown.set(LOOK_SOON);
         }
     }
 }

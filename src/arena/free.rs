@@ -136,6 +136,7 @@ impl Arena {
             if !self.link_below(hdr, link) {
                 self.bad_link(hdr, link);
             }
+            self.note_release(self.top.get() - unc);
             self.top.set(unc);
             self.below_top.set(self.no_link());
         }

@@ -334,6 +334,9 @@ pub struct Arena {
     emptied_left: Cell<usize>,
     /// Allocations through the predictor until the next [`Arena::periodic_look`].
     look_countdown: Cell<u32>,
+    /// When the last periodic look ran (an [`os::monotonic_ms`] time; 0 before the first):
+    /// what spaces the looks in time as well as in allocations.
+    last_look_ms: Cell<u64>,
     /// Process mode: when free memory above the bound, which frees left, goes back (a
     /// [`os::monotonic_ms`] time); 0 while none waits. See [`Arena::defer_purge`].
     purge_at_ms: Cell<u64>,
