@@ -358,3 +358,36 @@ fn freed_phase_then_sparse_small_work_gives_the_phase_back_process_mode() {
     }
     assert!(failures.is_empty(), "{}", failures.join("\n"));
 }
+
+/// 20 slots of 5-25 MB blocks, zeroed with a memset, replaced at random (80 replacements).
+#[test]
+fn bigslots_process_mode() {
+    assert_bound("bigslots", &["0.2"], Allocator::Process);
+}
+
+#[test]
+fn bigslots_markers_mode() {
+    assert_bound("bigslots", &["0.2"], Allocator::Markers);
+}
+
+/// 20 threads one after another, each with 10 MB of temporaries, each keeping one object.
+#[test]
+fn serial_threads_process_mode() {
+    assert_bound("serial_threads", &["0.2"], Allocator::Process);
+}
+
+#[test]
+fn serial_threads_markers_mode() {
+    assert_bound("serial_threads", &["0.2"], Allocator::Markers);
+}
+
+/// 4 threads hand tables of objects on each round, each freeing two thirds of what it gets.
+#[test]
+fn handoff_process_mode() {
+    assert_bound("handoff", &["0.2"], Allocator::Process);
+}
+
+#[test]
+fn handoff_markers_mode() {
+    assert_bound("handoff", &["0.2"], Allocator::Markers);
+}

@@ -41,10 +41,9 @@ impl Arena {
 
     /// Resident bytes allowed with `extra` more live bytes (see footprint.rs).
     pub(super) fn allowance(&self, extra: usize) -> usize {
-        footprint::allowance(
-            self.planned_bytes(),
-            (self.live_bytes() as usize).saturating_add(extra),
-        )
+        let live = (self.live_bytes() as usize).saturating_add(extra);
+        footprint::allowance(self.planned_bytes(), live)
+            .saturating_add(footprint::holes_allowance(self.largest_large.get(), live))
     }
 
     pub(super) fn resident(&self) -> usize {

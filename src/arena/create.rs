@@ -211,6 +211,7 @@ impl Arena {
             emptied_left: Cell::new(EMPTIED_MIN),
             look_countdown: Cell::new(LOOK_EVERY),
             last_look_ms: Cell::new(0),
+            largest_large: Cell::new(0),
             purge_at_ms: Cell::new(0),
             remote_seen: Cell::new(0),
             last_purge_clock: Cell::new(0),

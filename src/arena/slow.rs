@@ -7,6 +7,7 @@ use core::sync::atomic::Ordering;
 
 use super::run::Stop;
 use super::Arena;
+use crate::footprint;
 use crate::layout::{align_up, block_align, GRANULE, HEADER, MIN_ALIGN};
 
 impl Arena {
@@ -30,6 +31,9 @@ impl Arena {
             return ptr::null_mut();
         }
         self.pending_bytes.set(size + HEADER);
+        if self.recycle && size >= footprint::LARGE && size > self.largest_large.get() {
+            self.largest_large.set(size);
+        }
         self.look_at_remote_frees();
         let mut wrapped = false;
         let mut purged = false;
