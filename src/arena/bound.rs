@@ -42,8 +42,11 @@ impl Arena {
     /// Resident bytes allowed with `extra` more live bytes (see footprint.rs).
     pub(super) fn allowance(&self, extra: usize) -> usize {
         let live = (self.live_bytes() as usize).saturating_add(extra);
-        footprint::allowance(self.planned_bytes(), live)
-            .saturating_add(footprint::holes_allowance(self.largest_large.get(), live))
+        let allowance = footprint::allowance(self.planned_bytes(), live);
+        match self.largest_large.get() {
+            0 => allowance, // markers mode, and process mode before its first large block
+            largest => allowance.saturating_add(footprint::holes_allowance(largest, live)),
+        }
     }
 
     pub(super) fn resident(&self) -> usize {

@@ -99,7 +99,15 @@ impl Arena {
             // SAFETY: a granule of the slot; the table is ours (obligation 1).
             resident += unsafe { *old.touched.add(g) } as u64;
         }
-        let capacity = Self::initial_capacity(&cfg, data_start, slot_end);
+        let mut capacity = Self::initial_capacity(&cfg, data_start, slot_end);
+        if !cfg.recycle {
+            let planned = old
+                .cap_end
+                .get()
+                .min(committed_end)
+                .saturating_sub(data_start);
+            capacity = capacity.max(align_up(planned, GRANULE).min(slot_end - data_start));
+        }
         if committed_end < data_start + capacity
             // SAFETY: `[committed_end, data_start + capacity)` lies in our slot, granule aligned.
             && unsafe { os::commit(committed_end, data_start + capacity - committed_end) }
@@ -110,6 +118,9 @@ impl Arena {
         // matches `resident`; memory of granules not touched reads as zero (given back or never
         // entered).
         let arena = unsafe { Self::build(slot_base, slot_size, cfg, committed_end, resident) };
+        if data_start + capacity > arena.cap_end.get() && data_start + capacity <= committed_end {
+            arena.set_capacity_end(data_start + capacity);
+        }
         arena.purge_at_ms.set(purge_at_ms);
         arena.debug_check();
         arena

@@ -53,7 +53,6 @@ impl Arena {
     pub fn prepare_orphan(&self, keep_warm: bool) -> bool {
         self.flush_uncounted();
         if keep_warm
-            && self.recycle
             && crate::options::purge_delay_ms() > 0
             && self.resident() * GRANULE > WARM_BYTES
         {

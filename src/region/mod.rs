@@ -213,6 +213,10 @@ pub fn region_end_with(ts: &ThreadState) -> Result<(), RegionError> {
     } else if depth == 1 {
         ts.active.set(outside_value());
         arena.reset();
+        // Memory arenas of exited threads kept warm goes back once the purge delay is over:
+        // looked at here in markers mode (process mode's periodic looks do it there). One load
+        // while none waits.
+        reservation::expire_unowned_if_due();
     } else {
         arena.pop_checkpoint();
     }
