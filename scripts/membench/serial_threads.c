@@ -3,7 +3,7 @@
  *
  * 100 threads (x scale, at least 10), each started after the one before has exited. Each is
  * one region under resizealloc's markers: it allocates and frees 10 MB of temporaries
- * (16 B-64 KiB log-uniform, at most 16 live at once) and keeps one 64-byte object, which it
+ * (16 B-1 MiB log-uniform, at most 16 live at once) and keeps one 64-byte object, which it
  * pushes onto a global list. The main thread checks and frees the list at the end.
  */
 #include "membench.h"
@@ -31,7 +31,7 @@ static void *worker(void *arg) {
     while (made < TEMP_BYTES) {
         int w = (int)(k % WINDOW);
         if (ring[w]) mb_check_free(ring[w], ring_key[w]);
-        size_t n = mb_log_uniform(&r, 16, 65536);
+        size_t n = mb_log_uniform(&r, 16, 1 << 20);
         ring_key[w] = (id << 32) | (uint64_t)k;
         ring[w] = mb_block(n, ring_key[w]);
         made += (long)n;
