@@ -5,7 +5,7 @@
 use core::sync::atomic::{AtomicUsize, Ordering};
 
 use super::header::{
-    bad_header, header_word, word_size, word_tag, TAG_FREED, TAG_LIVE, TAG_SAMPLED,
+    bad_header, header_word, poison_link, word_size, word_tag, TAG_FREED, TAG_LIVE, TAG_SAMPLED,
 };
 use super::Arena;
 use crate::layout::{align_up, HEADER, MIN_ALIGN};
@@ -249,18 +249,21 @@ impl Arena {
         // SAFETY: caller's obligation: the block's header is ours to read. Atomic: had another
         // thread freed the block (a double free now), it wrote `POISON_LINK` there.
         let link = unsafe { (*((hdr + 8) as *const AtomicUsize)).load(Ordering::Relaxed) };
-        if !self.link_below(hdr, link) {
-            // `POISON_LINK` (another thread freed the block: a double free), or overwritten.
+        if link >= hdr {
+            // Overwritten (or `POISON_LINK` above the arena: another thread freed the block, a
+            // double free). One compare, as in `free`'s assembly LIFO path; the walk below
+            // checks each link whole.
             self.bad_link(hdr, link);
         }
         self.top.set(hdr);
         self.below_top.set(link);
-        // SAFETY: `link` is `no_link` (`limit`, whose low byte says no block is freed) or a
-        // header of the run below `hdr` (`below_top`'s invariant, checked just now): memory we
-        // may read. The callers keep `uncounted <= hdr`.
+        // SAFETY: `link` is `no_link` (`limit`, whose low byte says no block is freed), a
+        // header of the run below `hdr` (`below_top`'s invariant), or `POISON_LINK` below the
+        // arena (whose word says freed, so that `release_freed_below` aborts): memory we may
+        // read. The callers keep `uncounted <= hdr`.
         if unsafe { Self::owner_freed(link) } {
             // SAFETY: as above.
-            unsafe { self.release_freed_below(link) };
+            unsafe { self.release_freed_below(hdr, link) };
         }
     }
 
@@ -283,11 +286,15 @@ impl Arena {
     /// goes on down the links while that holds.
     ///
     /// # Safety
-    /// Owner thread; `link` is `below_top`: the header of a block of the current run its owner
-    /// freed.
+    /// Owner thread; `link` is the link of the block at `freed` that its owner just freed (now
+    /// `below_top`): the header of a block of the current run its owner freed, or
+    /// `POISON_LINK` (another thread freed the block at `freed` before: this aborts).
     #[cold]
     #[inline(never)]
-    unsafe fn release_freed_below(&self, link: usize) {
+    unsafe fn release_freed_below(&self, freed: usize, link: usize) {
+        if link == poison_link() {
+            self.bad_link(freed, link);
+        }
         let run_start = self.run_start.get();
         let mut hdr = link;
         let below = loop {

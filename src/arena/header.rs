@@ -47,8 +47,9 @@ const _: () = {
 /// The link a remote free leaves in the block it frees: the address of a word whose low byte is
 /// `TAG_FREED`'s. The owner's LIFO free reads no tag (see `Arena::is_last_uncounted`), so a
 /// block another thread freed and its owner frees again at the bump pointer gets as far as
-/// `release_top`, whose test of the link's word then says "freed" and sends it to
-/// `release_freed_below`, which aborts on this address. A static: nothing in any arena.
+/// `release_top`, which aborts on a link above the header, or whose test of the link's word
+/// then says "freed" and sends it to `release_freed_below`, which aborts on this address. A
+/// static: nothing in any arena.
 static POISON_LINK: AtomicUsize = AtomicUsize::new(TAG_FREED);
 
 #[inline(always)]
