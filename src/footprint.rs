@@ -49,13 +49,14 @@ pub fn allowance(planned: usize, live: usize) -> usize {
 pub const LARGE: usize = 1 << 20;
 
 /// Resident bytes process mode's arena may hold beyond [`allowance`] for holes between large
-/// blocks: twice the largest request of [`LARGE`] or more it served, at most half of `live`. Its laps place a block in the first run of free granules that holds it, so where
-/// large blocks of mixed sizes come and go at random, part of the free memory is holes too
-/// small for the next one, as in any first-fit or best-fit heap (glibc's held 1.5x the live
-/// bytes on 20 slots of 5-25 MB replaced at random). Held to 1.25x, the arena gave those holes
-/// back and faulted them in again: 2.8 GB in 400 replacements, 3x glibc's time; with this
-/// room 1.0-1.2x, at glibc's peak RSS. (Capped at a quarter of `live`, it still faulted in
-/// 0.7 GB more than glibc.)
+/// blocks: twice the largest request of [`LARGE`] or more it served, at most half of `live`.
+/// Its laps place a block in the first run of free granules that holds it, so where large
+/// blocks of mixed sizes come and go at random, part of the free memory is holes too small for
+/// the next one, as in any first-fit or best-fit heap (glibc's held 1.5x the live bytes on 20
+/// slots of 5-25 MB replaced at random). Held to 1.25x, the arena gave those holes back and
+/// faulted them in again: 2.8 GB in 400 replacements, 3x glibc's time; with this room about
+/// 1.1x (0.5-1.9x from run to run, the purge delay makes it depend on speed), at glibc's peak
+/// RSS. (Capped at a quarter of `live`, it still faulted in 0.7 GB more than glibc.)
 #[inline]
 pub fn holes_allowance(largest_large: usize, live: usize) -> usize {
     largest_large.saturating_mul(2).min(live / 2)
