@@ -223,22 +223,26 @@ pub fn fatal(msg: &[u8]) -> ! {
     unsafe { libc::abort() }
 }
 
-/// A line of text built on the stack, for messages written without allocating. Text past its
-/// capacity is dropped.
+/// A line of text built on the stack, for messages written without allocating (fatal
+/// errors, the preload library's reports). Text past its capacity is dropped.
 pub struct Line {
-    buf: [u8; 192],
+    buf: [u8; 512],
     len: usize,
 }
 
 impl Line {
     pub const fn new() -> Self {
         Line {
-            buf: [0; 192],
+            buf: [0; 512],
             len: 0,
         }
     }
 
-    pub fn text(&mut self, s: &[u8]) -> &mut Self {
+    pub fn text(&mut self, s: &str) -> &mut Self {
+        self.raw(s.as_bytes())
+    }
+
+    fn raw(&mut self, s: &[u8]) -> &mut Self {
         for &b in s {
             if self.len < self.buf.len() {
                 self.buf[self.len] = b;
@@ -246,6 +250,20 @@ impl Line {
             }
         }
         self
+    }
+
+    pub fn num(&mut self, mut n: u64) -> &mut Self {
+        let mut digits = [0u8; 20];
+        let mut i = digits.len();
+        loop {
+            i -= 1;
+            digits[i] = b'0' + (n % 10) as u8;
+            n /= 10;
+            if n == 0 {
+                break;
+            }
+        }
+        self.raw(&digits[i..])
     }
 
     pub fn hex(&mut self, v: usize) -> &mut Self {
@@ -257,25 +275,34 @@ impl Line {
             let d = (v >> (4 * (n - 1 - i))) & 0xf;
             digits[2 + i] = b"0123456789abcdef"[d];
         }
-        self.text(&digits[..2 + n])
+        self.raw(&digits[..2 + n])
     }
 
-    pub fn decimal(&mut self, mut v: usize) -> &mut Self {
-        let mut digits = [0u8; 20];
-        let mut i = digits.len();
-        loop {
-            i -= 1;
-            digits[i] = b'0' + (v % 10) as u8;
-            v /= 10;
-            if v == 0 {
-                break;
-            }
+    /// A byte count with a binary unit (B, KiB, MiB, GiB), one decimal.
+    pub fn bytes(&mut self, n: u64) -> &mut Self {
+        let units = ["B", "KiB", "MiB", "GiB", "TiB"];
+        let mut u = 0;
+        let mut tenths = n * 10;
+        while tenths >= 10 * 1024 && u + 1 < units.len() {
+            tenths /= 1024;
+            u += 1;
         }
-        self.text(&digits[i..])
+        self.num(tenths / 10);
+        if u > 0 {
+            self.text(".").num(tenths % 10);
+        }
+        self.text(" ").text(units[u])
     }
 
     pub fn as_bytes(&self) -> &[u8] {
         &self.buf[..self.len]
+    }
+
+    /// Writes the line and a newline to stderr, and empties it.
+    pub fn print(&mut self) {
+        self.text("\n");
+        write_stderr(self.as_bytes());
+        self.len = 0;
     }
 }
 
@@ -290,16 +317,16 @@ impl Default for Line {
 /// header or size class records, where one is known.
 #[cold]
 #[inline(never)]
-pub fn fatal_block(what: &[u8], p: usize, size: Option<usize>, heap: &[u8]) -> ! {
+pub fn fatal_block(what: &str, p: usize, size: Option<usize>, heap: &str) -> ! {
     let mut line = Line::new();
-    line.text(b"resizealloc: ")
+    line.text("resizealloc: ")
         .text(what)
-        .text(b": block ")
+        .text(": block ")
         .hex(p);
     if let Some(n) = size {
-        line.text(b" of ").decimal(n).text(b" bytes");
+        line.text(" of ").num(n as u64).text(" bytes");
     }
-    line.text(b" (").text(heap).text(b")\n");
+    line.text(" (").text(heap).text(")\n");
     fatal(line.as_bytes())
 }
 
@@ -327,19 +354,18 @@ mod tests {
     #[test]
     fn a_line_writes_hex_and_decimal_and_stops_at_its_capacity() {
         let mut l = Line::new();
-        l.text(b"block ").hex(0x7f12_3450).text(b" of ").decimal(48);
+        l.text("block ").hex(0x7f12_3450).text(" of ").num(48);
         assert_eq!(l.as_bytes(), b"block 0x7f123450 of 48");
         let mut z = Line::new();
-        z.hex(0)
-            .text(b" ")
-            .decimal(0)
-            .text(b" ")
-            .decimal(usize::MAX);
+        z.hex(0).text(" ").num(0).text(" ").num(u64::MAX);
         assert_eq!(z.as_bytes(), b"0x0 0 18446744073709551615");
+        let mut b = Line::new();
+        b.bytes(100).text(" ").bytes(3 << 19);
+        assert_eq!(b.as_bytes(), b"100 B 1.5 MiB");
         let mut long = Line::new();
-        for _ in 0..100 {
-            long.text(b"abc");
+        for _ in 0..200 {
+            long.text("abc");
         }
-        assert_eq!(long.as_bytes().len(), 192);
+        assert_eq!(long.as_bytes().len(), 512);
     }
 }

@@ -1,69 +1,7 @@
 //! Text on stderr without allocating: the `RESIZEALLOC_STATS=1` summary at exit and the
 //! `RESIZEALLOC_VERBOSE=1` banner.
 
-use resizealloc::os::write_stderr;
-
-/// A fixed buffer that formats into itself; text that does not fit is cut.
-pub struct Line {
-    buf: [u8; 512],
-    len: usize,
-}
-
-impl Line {
-    pub fn new() -> Self {
-        Line {
-            buf: [0; 512],
-            len: 0,
-        }
-    }
-
-    pub fn text(&mut self, s: &str) -> &mut Self {
-        for &b in s.as_bytes() {
-            if self.len < self.buf.len() {
-                self.buf[self.len] = b;
-                self.len += 1;
-            }
-        }
-        self
-    }
-
-    pub fn num(&mut self, mut n: u64) -> &mut Self {
-        let mut digits = [0u8; 20];
-        let mut i = digits.len();
-        loop {
-            i -= 1;
-            digits[i] = b'0' + (n % 10) as u8;
-            n /= 10;
-            if n == 0 {
-                break;
-            }
-        }
-        // SAFETY: ASCII digits are valid UTF-8.
-        self.text(unsafe { core::str::from_utf8_unchecked(&digits[i..]) })
-    }
-
-    /// A byte count with a binary unit (B, KiB, MiB, GiB), one decimal.
-    pub fn bytes(&mut self, n: u64) -> &mut Self {
-        let units = ["B", "KiB", "MiB", "GiB", "TiB"];
-        let mut u = 0;
-        let mut tenths = n * 10;
-        while tenths >= 10 * 1024 && u + 1 < units.len() {
-            tenths /= 1024;
-            u += 1;
-        }
-        self.num(tenths / 10);
-        if u > 0 {
-            self.text(".").num(tenths % 10);
-        }
-        self.text(" ").text(units[u])
-    }
-
-    pub fn print(&mut self) {
-        self.text("\n");
-        write_stderr(&self.buf[..self.len]);
-        self.len = 0;
-    }
-}
+use resizealloc::os::Line;
 
 /// The exit summary.
 pub fn stats_summary() {

@@ -28,18 +28,16 @@ pub(super) enum Misuse {
 #[cold]
 #[inline(never)]
 pub(super) fn bad_free(what: Misuse, p: usize, size: Option<usize>) -> ! {
-    let text: &[u8] = match what {
+    let text = match what {
         Misuse::Freed => {
-            b"double free detected (or a realloc or malloc_usable_size of a freed block)"
+            "double free detected (or a realloc or malloc_usable_size of a freed block)"
         }
         Misuse::NotABlock => {
-            b"invalid pointer (no live block starts there, or its header was overwritten)"
+            "invalid pointer (no live block starts there, or its header was overwritten)"
         }
-        Misuse::HeaderOverwritten => {
-            b"heap corruption: the header before the block was overwritten"
-        }
+        Misuse::HeaderOverwritten => "heap corruption: the header before the block was overwritten",
     };
-    os::fatal_block(text, p, size, b"arena")
+    os::fatal_block(text, p, size, "arena")
 }
 
 impl Arena {

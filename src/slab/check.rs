@@ -36,16 +36,16 @@ pub(super) enum Misuse {
 #[cold]
 #[inline(never)]
 pub(super) fn misuse(what: Misuse, p: *const u8) -> ! {
-    let text: &[u8] = match what {
+    let text = match what {
         Misuse::Freed => {
-            b"double free detected (or a realloc or malloc_usable_size of a freed block)"
+            "double free detected (or a realloc or malloc_usable_size of a freed block)"
         }
-        Misuse::NotABlock => b"invalid pointer (not the start of a block of its page)",
+        Misuse::NotABlock => "invalid pointer (not the start of a block of its page)",
     };
     // SAFETY: only read when the page is committed and serves blocks (`place_ok` said so).
     let size = (what == Misuse::Freed || place_ok(p))
         .then(|| unsafe { (*page_of(p)).block_size.get() as usize });
-    os::fatal_block(text, p as usize, size, b"small-block heap")
+    os::fatal_block(text, p as usize, size, "small-block heap")
 }
 
 /// `p` is the start of a block its page has carved: the page lies in the committed part of
