@@ -17,6 +17,7 @@ mod global;
 mod layout;
 #[doc(hidden)]
 pub mod lifetime;
+mod misuse;
 #[doc(hidden)]
 pub mod mode;
 #[doc(hidden)]

@@ -312,24 +312,6 @@ impl Default for Line {
     }
 }
 
-/// Reports heap corruption found at a block, in one line, then aborts:
-/// `resizealloc: <what>: block 0x…[ of N bytes] (<heap>)`. `size` is the size the block's
-/// header or size class records, where one is known.
-#[cold]
-#[inline(never)]
-pub fn fatal_block(what: &str, p: usize, size: Option<usize>, heap: &str) -> ! {
-    let mut line = Line::new();
-    line.text("resizealloc: ")
-        .text(what)
-        .text(": block ")
-        .hex(p);
-    if let Some(n) = size {
-        line.text(" of ").num(n as u64).text(" bytes");
-    }
-    line.text(" (").text(heap).text(")\n");
-    fatal(line.as_bytes())
-}
-
 /// The most address space the arenas may reserve under `RLIMIT_AS`: an eighth of the limit, so
 /// the program keeps the rest (a `malloc` outside regions never fails because of us). `None`
 /// when there is no limit.

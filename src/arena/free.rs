@@ -9,35 +9,13 @@ use super::header::{
 };
 use super::Arena;
 use crate::layout::{align_up, HEADER, MIN_ALIGN};
-use crate::os;
+use crate::misuse::{self, HeapKind, Misuse};
 
-/// What a check found wrong with a block handed to `free`, `realloc` or `malloc_usable_size`.
-#[derive(Clone, Copy, PartialEq, Eq, Debug)]
-pub(super) enum Misuse {
-    /// The block's tag says freed: a double free, or a use of a freed block.
-    Freed,
-    /// No live block starts there, or its header word was overwritten.
-    NotABlock,
-    /// The header's tag says live but its link is no block below it: the bytes right before
-    /// the block were overwritten (a write before it, or past the end of the block before).
-    HeaderOverwritten,
-}
-
-/// Aborts on a misuse found at block `p`, with one line naming it, the block and the size
-/// its header records (when it can be trusted).
+/// Aborts on a misuse found at arena block `p` (see `misuse.rs`).
 #[cold]
 #[inline(never)]
 pub(super) fn bad_free(what: Misuse, p: usize, size: Option<usize>) -> ! {
-    let text = match what {
-        Misuse::Freed => {
-            "double free detected (or a realloc or malloc_usable_size of a freed block)"
-        }
-        Misuse::NotABlock => {
-            "invalid pointer (no live block starts there, or its header was overwritten)"
-        }
-        Misuse::HeaderOverwritten => "heap corruption: the header before the block was overwritten",
-    };
-    os::fatal_block(text, p, size, "arena")
+    misuse::abort(what, HeapKind::Arena, p, size)
 }
 
 impl Arena {

@@ -5,9 +5,10 @@
 use core::cell::Cell;
 use core::sync::atomic::{AtomicUsize, Ordering};
 
-use super::free::{bad_free, Misuse};
+use super::free::bad_free;
 use super::Arena;
 use crate::layout::{align_up, HEADER, MIN_ALIGN};
+use crate::misuse::Misuse;
 
 /// Header word layout: state tag in the low 16 bits, size above (`size << TAG_BITS | tag`), so
 /// that the fast free checks and flips the tag with 16-bit operations. Sizes fit: no arena is

@@ -3,11 +3,12 @@
 
 use core::sync::atomic::{AtomicUsize, Ordering};
 
-use super::free::{bad_free, Misuse};
+use super::free::bad_free;
 use super::header::{header_word, poison_link, TAG_FREED_REMOTE};
 use super::orphan::ORPHANED;
 use super::{whole_pages, Arena};
 use crate::layout::{align_up, HEADER, MIN_ALIGN};
+use crate::misuse::Misuse;
 use crate::os;
 
 /// A block at least this large that another thread frees gives its pages back at once, from

@@ -16,36 +16,21 @@ use super::heap::Heap;
 use super::page::{Block, Page, TF_LIST};
 use super::pool::{committed, page_of};
 use super::{CLASSES, FULL, HEADER, PAGE_SIZE};
-use crate::os;
+use crate::misuse::{self, HeapKind, Misuse};
 
 /// What the second word of a free block holds (see the module docs). An odd value, so that no
 /// pointer or length a program stores reads as it by chance.
 pub(super) const FREED_KEY: usize = 0xF7EE_D00D_5EA1_B10B;
 const _: () = assert!(FREED_KEY % 2 == 1);
 
-/// What a check found.
-#[derive(Clone, Copy, PartialEq, Eq, Debug)]
-pub(super) enum Misuse {
-    /// The block is free already.
-    Freed,
-    /// The pointer is not the start of a block of its page (or the page serves no blocks).
-    NotABlock,
-}
-
 /// Aborts on a misused block `p`, with one line naming it and its page's block size.
 #[cold]
 #[inline(never)]
-pub(super) fn misuse(what: Misuse, p: *const u8) -> ! {
-    let text = match what {
-        Misuse::Freed => {
-            "double free detected (or a realloc or malloc_usable_size of a freed block)"
-        }
-        Misuse::NotABlock => "invalid pointer (not the start of a block of its page)",
-    };
+pub(super) fn bad_block(what: Misuse, p: *const u8) -> ! {
     // SAFETY: only read when the page is committed and serves blocks (`place_ok` said so).
     let size = (what == Misuse::Freed || place_ok(p))
         .then(|| unsafe { (*page_of(p)).block_size.get() as usize });
-    os::fatal_block(text, p as usize, size, "small-block heap")
+    misuse::abort(what, HeapKind::SmallBlocks, p as usize, size)
 }
 
 /// `p` is the start of a block its page has carved: the page lies in the committed part of
@@ -87,7 +72,7 @@ pub(super) unsafe fn freed_again(heap: *mut Heap, b: *mut Block) {
     // SAFETY: the calling thread owns the page and its heap: the cache and the free list are
     // its own; other threads only push onto `thread_free`, whose blocks only the owner takes.
     if unsafe { on_free_lists(heap, pg, b) } {
-        misuse(Misuse::Freed, b as *const u8);
+        bad_block(Misuse::Freed, b as *const u8);
     }
 }
 

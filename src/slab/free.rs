@@ -6,11 +6,12 @@ use core::sync::atomic::Ordering;
 
 use super::abandon::{park_abandoned, settle_abandoned, ABANDONED};
 use super::alloc::collect;
-use super::check::{freed_again, misuse, place_ok, Misuse, FREED_KEY};
+use super::check::{bad_block, freed_again, place_ok, FREED_KEY};
 use super::heap::Heap;
 use super::page::{empty_page, Block, Page, TF_COUNT_SHIFT, TF_LIST};
 use super::pool::{page_of, return_page};
 use super::{CLASSES, EMPTY_CACHE, FULL};
+use crate::misuse::Misuse;
 use crate::os;
 
 /// `used - 1` for a block going back, aborting (as glibc does) when nothing was in use: the
@@ -38,7 +39,7 @@ pub unsafe fn free(heap: *mut Heap, p: *mut u8) {
     // Every block is 16-byte aligned (the header and every class size are multiples of 16):
     // the one test of the pointer's place the owner's fast path makes.
     if !(p as usize).is_multiple_of(16) {
-        misuse(Misuse::NotABlock, p);
+        bad_block(Misuse::NotABlock, p);
     }
     // SAFETY: a block's page is in use, so its words are readable. A free block holds the key.
     if unsafe { (*(p as *mut Block)).key } == FREED_KEY {
@@ -82,7 +83,7 @@ unsafe fn free_block(heap: *mut Heap, p: *mut u8) {
             // has a valid class; a pointer that is not a block may not, and must not index.)
             let class = (*pg).class.get() as usize;
             if class >= CLASSES {
-                misuse(Misuse::NotABlock, p);
+                bad_block(Misuse::NotABlock, p);
             }
             let tc = &(*heap).cache[class];
             let n = tc.count.get();
@@ -202,7 +203,7 @@ unsafe fn free_other(heap: *mut Heap, pg: *mut Page, b: *mut Block) {
     // Off the owner's fast path: the pointer's place is checked whole (a free into a page
     // that serves no blocks, or past its carved ones, would corrupt it).
     if !place_ok(b as *const u8) {
-        misuse(Misuse::NotABlock, b as *const u8);
+        bad_block(Misuse::NotABlock, b as *const u8);
     }
     // SAFETY: a page with a live block stays mapped; the compare-and-swap on `heap` decides
     // who owns a full page; `thread_free` is atomic; `b` is ours to link (the program freed it).

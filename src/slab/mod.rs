@@ -104,7 +104,7 @@ pub const FULL: usize = 1;
 /// `owns(p)`; `heap` is the calling thread's heap or null.
 pub unsafe fn usable_size(heap: *mut Heap, p: *const u8) -> usize {
     if !check::place_ok(p) {
-        check::misuse(check::Misuse::NotABlock, p);
+        check::bad_block(crate::misuse::Misuse::NotABlock, p);
     }
     let b = p as *mut page::Block;
     // SAFETY: a block of a committed page (checked above), so its words are readable; the
