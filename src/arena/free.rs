@@ -222,15 +222,9 @@ impl Arena {
     /// `uncounted <= hdr`.
     #[inline(always)]
     unsafe fn release_top(&self, hdr: usize) {
-        // SAFETY: caller's obligation: the block's header is ours to read. Atomic: had another
-        // thread freed the block (a double free now), it wrote `POISON_LINK` there.
-        let link = unsafe { (*((hdr + 8) as *const AtomicUsize)).load(Ordering::Relaxed) };
-        if link >= hdr {
-            // Overwritten (or `POISON_LINK` above the arena: another thread freed the block, a
-            // double free). One compare, as in `free`'s assembly LIFO path; the walk below
-            // checks each link whole.
-            self.bad_link(hdr, link);
-        }
+        // SAFETY: caller's obligation: the block's header is ours to read. One compare, as in
+        // `free`'s assembly LIFO path; the walk below checks each link whole.
+        let link = unsafe { self.check_link(hdr) };
         self.top.set(hdr);
         self.below_top.set(link);
         // SAFETY: `link` is `no_link` (`limit`, whose low byte says no block is freed), a

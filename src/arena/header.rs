@@ -123,22 +123,25 @@ impl Arena {
         (hdr, word_size(word))
     }
 
-    /// Aborts unless the link of the live, unsampled block at `hdr` lies below it, as every
-    /// such link does: it was `below_top` (a header below, or `no_link`) when the block was
+    /// The link of the block at `hdr`; aborts unless it lies below the header, as the link
+    /// of every live, unsampled block (and of one its owner is freeing) does: it was `below_top` (a header below, or `no_link`) when the block was
     /// handed out, and nothing writes it while the block lives. A write before the block (or
     /// past the end of the one before it) that reached the link's high bytes shows here, in
     /// one compare. The walks that follow a link check it whole ([`Arena::link_below`]).
     ///
     /// # Safety
-    /// `hdr` is a header in committed memory of this arena whose tag says live.
+    /// `hdr` is a header in committed memory of this arena whose tag says live (or says freed
+    /// by the owner just now).
     #[inline(always)]
-    pub(super) unsafe fn check_link(&self, hdr: usize) {
+    pub(super) unsafe fn check_link(&self, hdr: usize) -> usize {
         // SAFETY: caller's obligation. Atomic: another thread that frees the block too (a
         // double free) writes it.
         let link = unsafe { (*((hdr + 8) as *const AtomicUsize)).load(Ordering::Relaxed) };
         if link >= hdr {
+            // Overwritten, or `POISON_LINK` above the arena (another thread freed the block).
             self.bad_link(hdr, link);
         }
+        link
     }
 
     /// `no_link <= link < hdr`, in one compare: what the link of a block at `hdr` is unless
