@@ -17,7 +17,8 @@ mod global;
 mod layout;
 #[doc(hidden)]
 pub mod lifetime;
-mod misuse;
+#[doc(hidden)]
+pub mod misuse;
 #[doc(hidden)]
 pub mod mode;
 #[doc(hidden)]

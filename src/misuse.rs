@@ -1,5 +1,7 @@
 //! What the heap checks find (a block freed twice, a pointer that starts no block, an
-//! overwritten header), and the one line on stderr that they abort with, for both heaps.
+//! overwritten header; in the `heap-debug` build of the preload library also a write past a
+//! block's end or into a freed block, a sized delete of the wrong size), and the one line on
+//! stderr that they abort with, for every heap.
 
 use crate::os;
 
@@ -14,6 +16,13 @@ pub enum Misuse {
     /// An arena block's tag says live but its link is no block below it: the bytes right
     /// before the block were overwritten (a write before it, or past the end of the one before).
     HeaderOverwritten,
+    /// The bytes right after the block were overwritten (`heap-debug` build: its canary).
+    WrittenPastEnd,
+    /// A freed block was written to before it was reused (`heap-debug` build: its poison).
+    WrittenAfterFree,
+    /// A C++ sized delete named another size than the block was allocated with (`heap-debug`
+    /// build).
+    SizeMismatch,
 }
 
 /// The heap the block belongs to.
@@ -21,6 +30,8 @@ pub enum Misuse {
 pub enum HeapKind {
     Arena,
     SmallBlocks,
+    /// The `heap-debug` build's guards, around blocks of any heap.
+    Guarded,
 }
 
 /// Aborts with `resizealloc: <what>: block 0x…[ of N bytes] (<heap>)`. `size` is the size the
@@ -38,6 +49,12 @@ pub fn abort(what: Misuse, heap: HeapKind, p: usize, size: Option<usize>) -> ! {
         (Misuse::NotABlock, HeapKind::SmallBlocks) => {
             "invalid pointer (not the start of a block of its page)"
         }
+        (Misuse::NotABlock, HeapKind::Guarded) => {
+            "invalid pointer (no block starts there, or the guard before it was overwritten)"
+        }
+        (Misuse::WrittenPastEnd, _) => "heap corruption: written past the end of the block",
+        (Misuse::WrittenAfterFree, _) => "heap corruption: the block was written after its free",
+        (Misuse::SizeMismatch, _) => "sized delete of another size than the block's",
         (Misuse::HeaderOverwritten, _) => {
             "heap corruption: the header before the block was overwritten"
         }
@@ -45,6 +62,7 @@ pub fn abort(what: Misuse, heap: HeapKind, p: usize, size: Option<usize>) -> ! {
     let heap = match heap {
         HeapKind::Arena => "arena",
         HeapKind::SmallBlocks => "small-block heap",
+        HeapKind::Guarded => "heap-debug",
     };
     let mut line = os::Line::new();
     line.text("resizealloc: ")
