@@ -10,7 +10,8 @@
 //! `asm_entry_points`: `malloc` and `free` are the assembly entry points of `src/malloc.rs`,
 //! which read the core crate's initial-exec TLS block: on x86-64 Linux, unless the
 //! `tls-thread-local` feature keeps the thread state in `thread_local!` (the core crate's
-//! `region::STATE_IN_TLS_BLOCK`, asserted there).
+//! `region::STATE_IN_TLS_BLOCK`, asserted there) or the `heap-debug` build guards every block
+//! (its `malloc` and `free` are the Rust ones, which hand each call to `debug_heap.rs`).
 
 fn main() {
     println!("cargo:rustc-cdylib-link-arg=-Wl,-z,nodelete");
@@ -19,7 +20,8 @@ fn main() {
     let arch = std::env::var("CARGO_CFG_TARGET_ARCH").unwrap_or_default();
     let os = std::env::var("CARGO_CFG_TARGET_OS").unwrap_or_default();
     let tls_thread_local = std::env::var_os("CARGO_FEATURE_TLS_THREAD_LOCAL").is_some();
-    if arch == "x86_64" && os == "linux" && !tls_thread_local {
+    let heap_debug = std::env::var_os("CARGO_FEATURE_HEAP_DEBUG").is_some();
+    if arch == "x86_64" && os == "linux" && !tls_thread_local && !heap_debug {
         println!("cargo::rustc-cfg=asm_entry_points");
     }
 }

@@ -16,6 +16,9 @@
 //! * `real.rs`: finding the next allocator and its extensions, and the bootstrap buffer;
 //! * `chain.rs`: whether a caller is an object after the library (the next allocator), for
 //!   the `__libc_*` exports;
+//! * `cxx.rs` (`heap-debug` build): C++'s sized deletes, which check the size they are given;
+//! * `debug_heap.rs`: the `heap-debug` build's guards, poison and quarantine, in front of the
+//!   paths of `malloc.rs` and `realloc.rs`;
 //! * `capi.rs`: the C API of `include/resizealloc.h`;
 //! * `report.rs`: stderr output without allocating;
 //! * `cuda/`: the CUDA driver and runtime hooks in front of the device pools;
@@ -28,6 +31,9 @@ mod capi;
 mod chain;
 #[cfg(target_arch = "x86_64")]
 mod cuda;
+#[cfg(feature = "heap-debug")]
+mod cxx;
+mod debug_heap;
 mod entry;
 #[cfg(target_arch = "x86_64")]
 mod entry_x86_64;
@@ -65,6 +71,9 @@ extern "C" fn init() {
         if o.stats {
             libc::atexit(at_exit);
         }
+        if cfg!(feature = "heap-debug") {
+            libc::atexit(debug_heap::check_quarantine_at_exit);
+        }
     }
 }
 
@@ -72,14 +81,20 @@ extern "C" fn init() {
 #[link_section = ".init_array"]
 static INIT: extern "C" fn() = init;
 
-/// The device pools' locks, taken before the core crate's (its handlers, registered first, run
-/// last before `fork` and first after it).
+/// The device pools' locks (and the `heap-debug` build's quarantine lock), taken before the core
+/// crate's (its handlers, registered first, run last before `fork` and first after it).
 extern "C" fn fork_prepare() {
     #[cfg(target_arch = "x86_64")]
     cuda::fork_prepare();
+    if cfg!(feature = "heap-debug") {
+        debug_heap::fork_prepare();
+    }
 }
 
 extern "C" fn fork_finish() {
+    if cfg!(feature = "heap-debug") {
+        debug_heap::fork_finish();
+    }
     #[cfg(target_arch = "x86_64")]
     cuda::fork_finish();
 }

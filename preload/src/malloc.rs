@@ -6,6 +6,9 @@
 //! calls the next allocator. A pointer is an arena block exactly when it lies in the arena
 //! reservation: one range check in `free`, `realloc` and `malloc_usable_size`. Nothing here
 //! panics or allocates through itself.
+//!
+//! In the `heap-debug` build each entry point hands its call to `debug_heap.rs`, which calls
+//! the `plain_` functions here for the blocks it guards.
 
 use core::ffi::{c_int, c_void};
 use core::ptr;
@@ -67,6 +70,15 @@ impl Next for NextAllocator {
 
 /// `malloc` for a caller at `site` (the site stubs jump here).
 pub(crate) extern "C" fn malloc_at(size: usize, site: usize) -> *mut c_void {
+    if cfg!(feature = "heap-debug") {
+        return crate::debug_heap::malloc(size, MIN_ALIGN, site);
+    }
+    plain_malloc_at(size, site)
+}
+
+/// What `malloc` does without the `heap-debug` build's guards.
+#[inline(always)]
+pub(crate) fn plain_malloc_at(size: usize, site: usize) -> *mut c_void {
     router::malloc::malloc_at::<NextAllocator>(size, site).cast()
 }
 
@@ -75,6 +87,9 @@ pub(crate) extern "C" fn calloc_at(n: usize, size: usize, site: usize) -> *mut c
     let Some(total) = n.checked_mul(size) else {
         return calloc_overflow();
     };
+    if cfg!(feature = "heap-debug") {
+        return crate::debug_heap::calloc(total, site);
+    }
     router::malloc::calloc_at::<NextAllocator>(n, size, total, site).cast()
 }
 
@@ -92,6 +107,15 @@ pub extern "C" fn free(p: *mut c_void) {
 /// library, whose `free` may come back through `__libc_free`.)
 #[inline(always)]
 pub(crate) fn free_any(p: *mut c_void) {
+    if cfg!(feature = "heap-debug") {
+        return crate::debug_heap::free(p);
+    }
+    plain_free(p)
+}
+
+/// What `free` does without the `heap-debug` build's guards.
+#[inline(always)]
+pub(crate) fn plain_free(p: *mut c_void) {
     // Foreign pointers first: outside regions they are nearly all of them, and one range check
     // and one flag send them on (the next allocator takes NULL too).
     if !router::owns(p as *mut u8) {
@@ -127,6 +151,14 @@ fn calloc_overflow() -> *mut c_void {
 
 /// Aligned allocation shared by every aligned entry point; `align` is a power of two.
 fn aligned(align: usize, size: usize) -> *mut c_void {
+    if cfg!(feature = "heap-debug") {
+        return crate::debug_heap::malloc(size, align, 0);
+    }
+    plain_aligned(align, size)
+}
+
+/// What [`aligned`] does without the `heap-debug` build's guards.
+pub(crate) fn plain_aligned(align: usize, size: usize) -> *mut c_void {
     let align = align.max(MIN_ALIGN);
     let p = arena_alloc(size, align);
     if !p.is_null() {
@@ -225,6 +257,14 @@ pub(crate) fn pvalloc_any(size: usize) -> *mut c_void {
 /// `malloc_usable_size(3)`.
 #[no_mangle]
 pub extern "C" fn malloc_usable_size(p: *mut c_void) -> usize {
+    if cfg!(feature = "heap-debug") {
+        return crate::debug_heap::usable_size(p);
+    }
+    plain_usable_size(p)
+}
+
+/// What `malloc_usable_size` does without the `heap-debug` build's guards.
+pub(crate) fn plain_usable_size(p: *mut c_void) -> usize {
     if p.is_null() {
         return 0;
     }

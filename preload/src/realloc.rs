@@ -11,6 +11,15 @@ use crate::malloc::{free_any, malloc_at, set_errno, MIN_ALIGN};
 use crate::real;
 
 pub(crate) extern "C" fn realloc_at(p: *mut c_void, size: usize, site: usize) -> *mut c_void {
+    if cfg!(feature = "heap-debug") {
+        return crate::debug_heap::realloc(p, size, site);
+    }
+    plain_realloc_at(p, size, site)
+}
+
+/// What `realloc` does without the `heap-debug` build's guards.
+#[inline(always)]
+pub(crate) fn plain_realloc_at(p: *mut c_void, size: usize, site: usize) -> *mut c_void {
     if p.is_null() {
         return malloc_at(size, site);
     }
