@@ -1,16 +1,21 @@
 #!/usr/bin/env bash
 # The heap-corruption programs (preload/tests/c/corruption/, one wrong use of the heap each)
 # under plain glibc, mimalloc, jemalloc, tcmalloc and libresizealloc.so in markers mode (the
-# program runs in a region) and in process mode: which each allocator catches (an abort with a
+# program runs in a region) and in process mode, and its heap-debug build (guards, poison and a
+# quarantine: preload/src/debug_heap.rs) in both: which each allocator catches (an abort with a
 # message, or a fault), and the totals.
 #
 #   bash scripts/corruption.sh            the table
-#   SO=path/to/libresizealloc.so bash scripts/corruption.sh
+#   SO=path/to/libresizealloc.so DEBUG_SO=path/to/its/heap-debug/build bash scripts/corruption.sh
 set -euo pipefail
 cd "$(dirname "$0")/.."
 if [ -z "${SO:-}" ]; then
     cargo build --release -q -p resizealloc-preload
     SO="$PWD/target/release/libresizealloc.so"
+fi
+if [ -z "${DEBUG_SO:-}" ]; then
+    CARGO_TARGET_DIR=target/heap-debug cargo build --release -q -p resizealloc-preload --features heap-debug
+    DEBUG_SO="$PWD/target/heap-debug/release/libresizealloc.so"
 fi
 DIR=preload/tests/c/corruption
 BIN="$PWD/target/corruption"
@@ -24,7 +29,8 @@ for spec in mimalloc:libmimalloc.so.2 jemalloc:libjemalloc.so.2 tcmalloc:libtcma
     if [[ -f $lib ]]; then COLUMNS_+=("${spec%%:*}|LD_PRELOAD=$lib")
     else echo "WARNING: $lib not found; skipping ${spec%%:*} (install with: bash scripts/setup.sh)" >&2; fi
 done
-COLUMNS_+=("resizealloc markers|LD_PRELOAD=$SO" "resizealloc process|LD_PRELOAD=$SO RESIZEALLOC_REGION=process")
+COLUMNS_+=("resizealloc markers|LD_PRELOAD=$SO" "resizealloc process|LD_PRELOAD=$SO RESIZEALLOC_REGION=process"
+    "heap-debug markers|LD_PRELOAD=$DEBUG_SO" "heap-debug process|LD_PRELOAD=$DEBUG_SO RESIZEALLOC_REGION=process")
 
 # caught (abort) | caught (fault) | caught (value) | no | hang
 verdict() {

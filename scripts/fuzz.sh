@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # The differential fuzzer (preload/tests/c/fuzz.c): random sequences of the malloc family and
 # of region begin/end over 2 to 4 threads, each seed run on plain glibc (the reference) and
-# under the release and the check-invariants builds of libresizealloc.so, in markers and in
-# process mode. Every run must check all its blocks and print glibc's summary line.
+# under the release, the check-invariants and the heap-debug builds of libresizealloc.so, in
+# markers and in process mode. Every run must check all its blocks and print glibc's summary line.
 #
 #   bash scripts/fuzz.sh                    seeds from the clock, for FUZZ_SECONDS (default 60)
 #   FUZZ_SECONDS=3600 bash scripts/fuzz.sh  longer
@@ -19,8 +19,10 @@ OPS=${FUZZ_OPS:-20000}
 
 cargo build --release -q -p resizealloc-preload
 CARGO_TARGET_DIR=target/invariants cargo build -q -p resizealloc-preload --features check-invariants
+CARGO_TARGET_DIR=target/heap-debug cargo build --release -q -p resizealloc-preload --features heap-debug
 RELEASE_SO="$PWD/target/release/libresizealloc.so"
 INVARIANTS_SO="$PWD/target/invariants/debug/libresizealloc.so"
+DEBUG_SO="$PWD/target/heap-debug/release/libresizealloc.so"
 EXE="$PWD/target/fuzz"
 cc -O1 -g -Wall -fno-builtin -pthread preload/tests/c/fuzz.c -o "$EXE" -ldl
 
@@ -30,6 +32,8 @@ CONFIGS=(
     "release, process|LD_PRELOAD=$RELEASE_SO RESIZEALLOC_REGION=process"
     "check-invariants, markers|LD_PRELOAD=$INVARIANTS_SO"
     "check-invariants, process|LD_PRELOAD=$INVARIANTS_SO RESIZEALLOC_REGION=process"
+    "heap-debug, markers|LD_PRELOAD=$DEBUG_SO"
+    "heap-debug, process|LD_PRELOAD=$DEBUG_SO RESIZEALLOC_REGION=process"
 )
 
 run_seed() {

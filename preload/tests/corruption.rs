@@ -3,13 +3,16 @@
 //! the library in markers mode (each program runs in a region) and in process mode. Each one
 //! the library must catch ends with an abort and one line on stderr naming the block, or with
 //! the right value ("caught"); `scripts/corruption.sh` prints the whole table beside glibc,
-//! mimalloc, jemalloc and tcmalloc.
+//! mimalloc, jemalloc and tcmalloc. The library's heap-debug build (guards, poison and a
+//! quarantine: `src/debug_heap.rs`) must catch every one of them, and lose no byte of a live
+//! block while threads free into it at once.
 
 mod common;
 
 use std::os::unix::process::ExitStatusExt;
 use std::path::{Path, PathBuf};
 use std::process::Command;
+use std::sync::OnceLock;
 
 use common::*;
 
@@ -60,7 +63,14 @@ const LEFT_TO_THE_NEXT_ALLOCATOR: &[&str] = &[
     "usable_size_wild",
 ];
 
-fn programs() -> Vec<(String, PathBuf)> {
+/// The programs, compiled once per test binary (the tests run at once, and a program being
+/// written cannot be run).
+fn programs() -> &'static [(String, PathBuf)] {
+    static PROGRAMS: OnceLock<Vec<(String, PathBuf)>> = OnceLock::new();
+    PROGRAMS.get_or_init(compile_programs)
+}
+
+fn compile_programs() -> Vec<(String, PathBuf)> {
     let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/c/corruption");
     let mut out = Vec::new();
     for entry in std::fs::read_dir(&dir).unwrap() {
@@ -105,7 +115,7 @@ fn corrupting_programs_are_caught_with_one_line_naming_the_block() {
         };
         let mode = if process { "process" } else { "markers" };
         let mut caught = 0;
-        for (name, exe) in &all {
+        for (name, exe) in all {
             let out = preloaded(Command::new(exe), env);
             let (stdout, stderr) = (text(&out.stdout), text(&out.stderr));
             let signal = out.status.signal();
@@ -139,5 +149,43 @@ fn corrupting_programs_are_caught_with_one_line_naming_the_block() {
             }
         }
         assert!(caught >= 26, "{mode} mode: {caught} of 42 caught");
+    }
+}
+
+/// The heap-debug build catches all 42, in both modes, each with a fault or one line (naming
+/// the block where the library caught it).
+#[test]
+fn the_heap_debug_build_catches_every_program() {
+    let so = heap_debug_library();
+    let all = programs();
+    for env in [&[][..], &[("RESIZEALLOC_REGION", "process")][..]] {
+        for (name, exe) in all {
+            let out = preloaded_with(so, Command::new(exe), env);
+            let (stdout, stderr) = (text(&out.stdout), text(&out.stderr));
+            let signal = out.status.signal();
+            assert!(
+                stdout.trim() == "caught" || signal.is_some(),
+                "{name} {env:?}: not caught: {:?}\nstdout: {stdout}\nstderr: {stderr}",
+                out.status
+            );
+            if signal == Some(libc_sigabrt()) {
+                assert_eq!(stderr.lines().count(), 1, "{name} {env:?}: {stderr}");
+                assert!(
+                    !stderr.starts_with("resizealloc:") || stderr.contains(": block 0x"),
+                    "{name} {env:?}: the line names no block: {stderr}"
+                );
+            }
+        }
+    }
+}
+
+/// Threads that free at once into a full quarantine keep every block whole (each is given back
+/// to its heap exactly once).
+#[test]
+fn the_heap_debug_quarantine_takes_frees_from_many_threads() {
+    let exe = compile_as("quarantine_threads", "quarantine_threads", false);
+    for env in [&[][..], &[("RESIZEALLOC_REGION", "process")][..]] {
+        let out = preloaded_with(heap_debug_library(), Command::new(&exe), env);
+        assert_ok(&out, &format!("quarantine_threads.c {env:?}"));
     }
 }

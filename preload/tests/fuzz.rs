@@ -1,7 +1,7 @@
 //! The differential fuzzer (`tests/c/fuzz.c`), a few seeds, under the library of this test
 //! run: each run must check every block it frees and print the summary line plain glibc prints
-//! for the same seed. `scripts/fuzz.sh` runs it for longer, under the release and the
-//! check-invariants builds.
+//! for the same seed, and under the heap-debug build too. `scripts/fuzz.sh` runs it for longer,
+//! under the release, the check-invariants and the heap-debug builds.
 
 mod common;
 
@@ -29,8 +29,16 @@ fn fuzz(seed: u64, env: &[(&str, &str)], preload: Option<&Path>) -> std::process
 
 #[test]
 fn random_sequences_agree_with_glibc_in_markers_and_process_mode() {
-    let lib = library();
-    for seed in 1..=4 {
+    agree_with_glibc(&library(), 1..=4);
+}
+
+#[test]
+fn random_sequences_agree_with_glibc_under_the_heap_debug_build() {
+    agree_with_glibc(heap_debug_library(), 5..=6);
+}
+
+fn agree_with_glibc(lib: &Path, seeds: std::ops::RangeInclusive<u64>) {
+    for seed in seeds {
         let reference = fuzz(seed, &[], None);
         assert!(
             reference.status.success(),
@@ -40,7 +48,7 @@ fn random_sequences_agree_with_glibc_in_markers_and_process_mode() {
         let expected = text(&reference.stdout);
         assert!(expected.contains("blocks checked"), "{expected}");
         for env in [&[][..], &[("RESIZEALLOC_REGION", "process")][..]] {
-            let out = fuzz(seed, env, Some(&lib));
+            let out = fuzz(seed, env, Some(lib));
             assert!(
                 out.status.success() && text(&out.stdout) == expected,
                 "fuzz {seed} {env:?}: {:?}\nstdout: {}\nexpected: {expected}\nstderr: {}",

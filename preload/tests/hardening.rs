@@ -1,5 +1,5 @@
-//! Hardening: the library opened and closed with `dlopen`/`dlclose`, the glibc
-//! extensions of the malloc family (`__libc_*`, `mallinfo`, `malloc_trim`, `malloc_stats`,
+//! Hardening: the library opened and closed with `dlopen`/`dlclose`, C++'s sized deletes, the
+//! glibc extensions of the malloc family (`__libc_*`, `mallinfo`, `malloc_trim`, `malloc_stats`,
 //! `malloc_info`, ...), and the CUDA hooks in a process without CUDA. Each C program under
 //! `tests/c/` is run with the library preloaded and, where glibc is the reference, without it.
 //!
@@ -23,6 +23,55 @@ fn dlclose_leaves_later_thread_exits_working() {
     let exe = compile_as("dlclose", "dlclose", false);
     let out = Command::new(&exe).arg(library()).output().unwrap();
     assert_ok(&out, "dlclose.c");
+}
+
+// ------------------------------------------------------------------------------ C++ sized deletes
+
+/// `tests/c/sized_delete.cpp`, compiled with the sized deletes C++14 emits (`-DREPLACED`: with
+/// the program's own `operator new` and `operator delete(void *)`).
+fn sized_delete_program(replaced: bool) -> PathBuf {
+    let manifest = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let name = if replaced {
+        "sized_delete_replaced"
+    } else {
+        "sized_delete"
+    };
+    let exe = work_dir().join(name);
+    let mut cxx = Command::new("c++");
+    cxx.args(["-O1", "-g", "-Wall", "-std=c++17", "-fsized-deallocation"]);
+    if replaced {
+        cxx.arg("-DREPLACED");
+    }
+    let status = cxx
+        .arg(manifest.join("tests/c/sized_delete.cpp"))
+        .arg("-o")
+        .arg(&exe)
+        .arg("-ldl")
+        .status()
+        .expect("c++");
+    assert!(status.success(), "compiling sized_delete.cpp");
+    exe
+}
+
+/// C++ objects of every heap are freed by the sized deletes, in both modes: the C++ runtime's
+/// under the library, the size-checking ones of its heap-debug build (`src/cxx.rs`) under that.
+/// A program that replaces `operator new` and `operator delete(void *)` keeps its own (whose
+/// pointers are no block's start, and must not be checked).
+#[test]
+fn sized_deletes_free_every_object_and_keep_replaced_operators() {
+    for so in [library().as_path(), heap_debug_library()] {
+        for replaced in [false, true] {
+            let exe = sized_delete_program(replaced);
+            for env in [&[][..], &[("RESIZEALLOC_REGION", "process")][..]] {
+                let out = preloaded_with(so, Command::new(&exe), env);
+                let what = format!(
+                    "sized_delete.cpp ({}, replaced {replaced}, {env:?})",
+                    so.display()
+                );
+                assert_ok(&out, &what);
+            }
+        }
+    }
 }
 
 // ------------------------------------------------------------------------------ glibc extensions

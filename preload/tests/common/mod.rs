@@ -1,5 +1,6 @@
 //! What the integration tests of libresizealloc.so share: finding the library cargo built for
-//! this test run (`target/<profile>/libresizealloc.so`, or `$RESIZEALLOC_SO`), a work directory
+//! this test run (`target/<profile>/libresizealloc.so`, or `$RESIZEALLOC_SO`) and its heap-debug
+//! build, a work directory
 //! per test binary, compiling the C programs under `tests/c/`, running them preloaded, and
 //! checking their "all ok".
 
@@ -27,6 +28,35 @@ pub fn library() -> PathBuf {
         so.display()
     );
     so
+}
+
+/// The `heap-debug` build of the library (guards, poison, quarantine: `src/debug_heap.rs`):
+/// `$RESIZEALLOC_HEAP_DEBUG_SO`, else built once per test binary into `target/heap-debug`
+/// (its own target directory, so that it does not undo the build under test).
+pub fn heap_debug_library() -> &'static Path {
+    static SO: OnceLock<PathBuf> = OnceLock::new();
+    SO.get_or_init(|| {
+        if let Some(p) = std::env::var_os("RESIZEALLOC_HEAP_DEBUG_SO") {
+            return PathBuf::from(p);
+        }
+        let manifest = Path::new(env!("CARGO_MANIFEST_DIR"));
+        let target = manifest.parent().unwrap().join("target/heap-debug");
+        let status = Command::new(env!("CARGO"))
+            .args([
+                "build",
+                "-q",
+                "-p",
+                "resizealloc-preload",
+                "--features",
+                "heap-debug",
+            ])
+            .env("CARGO_TARGET_DIR", &target)
+            .current_dir(manifest)
+            .status()
+            .expect("cargo");
+        assert!(status.success(), "building the heap-debug library");
+        target.join("debug/libresizealloc.so")
+    })
 }
 
 /// A directory of this test binary's own (`target/<profile>/<binary>-tests`).
@@ -78,8 +108,13 @@ pub fn compile(name: &str) -> PathBuf {
 }
 
 /// Runs `cmd` with the library preloaded plus `env`.
-pub fn preloaded(mut cmd: Command, env: &[(&str, &str)]) -> Output {
-    cmd.env("LD_PRELOAD", library());
+pub fn preloaded(cmd: Command, env: &[(&str, &str)]) -> Output {
+    preloaded_with(&library(), cmd, env)
+}
+
+/// Runs `cmd` with `so` preloaded plus `env`.
+pub fn preloaded_with(so: &Path, mut cmd: Command, env: &[(&str, &str)]) -> Output {
+    cmd.env("LD_PRELOAD", so);
     for (k, v) in env {
         cmd.env(k, v);
     }
