@@ -151,9 +151,10 @@ int main(void) {
      * find every block (a wrong tag or header aborts), no block overlaps another (contents
      * intact), and most regions get their memory back at their last free, whichever block that
      * is: the free that leaves no live block in the uncounted range takes the bump pointer back
-     * to its start, so a new block lands at or below the first one. (A region whose run the slow
-     * path extended for a large block has its first blocks counted, outside the range: those
-     * come back at the region end; 9 of these 50.) */
+     * to its start, so a new block lands at the first one, or a little above it where the first
+     * few blocks were counted. (A region whose run the slow path had to extend over memory not
+     * yet resident has every block before that counted, outside the range: those come back at
+     * the region end; 6 of these 50 have more than two pages of them.) */
     uint64_t rng = 0x9E3779B97F4A7C15ull;
     int intact = 1, came_back = 0;
     for (int r = 0; r < 50; r++) {
@@ -178,12 +179,12 @@ int main(void) {
             free(blk[order[i]]);
         }
         char *n = malloc(16);
-        came_back += (uintptr_t)n <= blk0;
+        came_back += (uintptr_t)n < blk0 + 8192;
         free(n);
         resize_region_end();
     }
     CHECK(intact, "shuffled frees: every block kept its contents");
-    CHECK(came_back >= 40, "shuffled frees: the memory came back before the end in %d of 50",
+    CHECK(came_back >= 42, "shuffled frees: the memory came back before the end in %d of 50",
           came_back);
 
     /* 8. A thread that never had an arena frees this thread's blocks, the last one first: its
