@@ -25,6 +25,7 @@
 #                        later rounds and shows as "timeout"
 #   MEMBENCH_ONLY="a b"  run only these programs
 #   MEMBENCH_QUICK=1     same as --quick
+#   BASELINE_SO=path     adds another libresizealloc.so in both modes (rz-*-before columns)
 # Writes target/membench/results.md (and raw/ with every run's output).
 set -euo pipefail
 
@@ -100,6 +101,11 @@ done
 ALLOCS+=(rz-process rz-markers)
 ENVS[rz-process]="LD_PRELOAD=$SO RESIZEALLOC_REGION=process"
 ENVS[rz-markers]="LD_PRELOAD=$SO"
+if [[ -n ${BASELINE_SO:-} ]]; then # another build of the library, side by side in each round
+    ALLOCS+=(rz-process-before rz-markers-before)
+    ENVS[rz-process-before]="LD_PRELOAD=$BASELINE_SO RESIZEALLOC_REGION=process"
+    ENVS[rz-markers-before]="LD_PRELOAD=$BASELINE_SO"
+fi
 
 # 4. programs: name -> command (stdin </dev/null unless named in STDIN)
 PROGS=(server loader churn-small churn-log threads lru phase calloc grow bigslots serial-threads handoff
