@@ -64,8 +64,14 @@ impl Arena {
         if result.is_ok() {
             (run_end, dirty_end) = self.extend_ahead(run_end, dirty_end);
         }
+        self.set_run_end(run_end, dirty_end);
+        result
+    }
+
+    /// The run now ends at `run_end`, and the granules it entered that were resident already
+    /// (which may hold old contents, so are not known to be zero) end at `dirty_end`.
+    fn set_run_end(&self, run_end: usize, dirty_end: usize) {
         if dirty_end > self.zero_from.get() {
-            // Resident memory may hold old contents: not known to be zero.
             self.zero_from.set(dirty_end);
         }
         self.run_end.set(run_end);
@@ -73,7 +79,6 @@ impl Arena {
             self.used_end.set(run_end);
         }
         self.update_limit();
-        result
     }
 
     /// [`Arena::extend_run`] where it needs no exact counts, so that the slow path need not
@@ -117,16 +122,9 @@ impl Arena {
             unsafe { *self.cross.add(self.granule(at)) = 0 };
             at += GRANULE;
         }
-        // Every granule entered was resident: it may hold old contents.
+        // Every granule entered was resident: dirty up to its end.
         let (run_end, dirty_end) = self.extend_ahead(end, end);
-        if dirty_end > self.zero_from.get() {
-            self.zero_from.set(dirty_end);
-        }
-        self.run_end.set(run_end);
-        if run_end > self.used_end.get() {
-            self.used_end.set(run_end);
-        }
-        self.update_limit();
+        self.set_run_end(run_end, dirty_end);
         true
     }
 

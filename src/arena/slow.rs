@@ -16,14 +16,10 @@ impl Arena {
     #[cold]
     #[inline(never)]
     pub fn alloc_slow(&self, size: usize, align: usize) -> *mut u8 {
-        let p = self.alloc_past_run_end(size, align);
-        if !p.is_null() {
-            return p;
-        }
-        self.flush_uncounted();
         if !align.is_power_of_two() {
             return ptr::null_mut();
         }
+        let requested_align = align;
         let align = block_align(size, align.max(MIN_ALIGN));
         if size < self.user_min_alloc || size > self.user_max_alloc || size == 0 {
             return ptr::null_mut(); // the user's size bounds send it elsewhere: not an overflow
@@ -34,6 +30,11 @@ impl Arena {
             self.spilled_allocs.add(1);
             return ptr::null_mut();
         }
+        let p = self.alloc_past_run_end(size, requested_align, align);
+        if !p.is_null() {
+            return p;
+        }
+        self.flush_uncounted();
         self.pending_bytes.set(size + HEADER);
         if self.recycle && size >= footprint::LARGE && size > self.largest_large.get() {
             self.largest_large.set(size);
@@ -123,25 +124,20 @@ impl Arena {
     /// The common slow path of a region: the block does not fit the run, and the run can grow
     /// over resident free granules without the counts ([`Arena::extend_over_resident`]); the
     /// block then comes from the fast path, uncounted like the blocks before it. Null, having
-    /// changed nothing but the run, when the general path must decide.
+    /// changed nothing but the run, when the general path must decide. `size` and the
+    /// `requested_align` passed [`Arena::alloc_slow`]'s checks; `align` is its block alignment.
     #[inline]
-    fn alloc_past_run_end(&self, size: usize, align: usize) -> *mut u8 {
-        if self.bounded
-            || size == 0
-            || !align.is_power_of_two()
-            || size > self.slot_end - self.data_start
-            || align > self.slot_end - self.data_start
-        {
+    fn alloc_past_run_end(&self, size: usize, requested_align: usize, align: usize) -> *mut u8 {
+        if self.bounded {
             return ptr::null_mut();
         }
-        let align = block_align(size, align.max(MIN_ALIGN));
         let p = align_up(self.top.get() + HEADER, align);
         if !self.extend_over_resident(align_up(p + size, MIN_ALIGN)) {
             return ptr::null_mut();
         }
         // SAFETY: owner thread (ours is the slow path of the owner's allocation); `size >= 1`
-        // and `align` a power of two, checked above.
-        unsafe { self.try_alloc_fast(size, align) }
+        // and `requested_align` a power of two, checked by the caller.
+        unsafe { self.try_alloc_fast(size, requested_align) }
     }
 
     /// Records that `size` bytes had to be served by the next allocator.
