@@ -9,7 +9,7 @@
 use core::alloc::{GlobalAlloc, Layout};
 use std::alloc::System;
 
-use crate::router;
+use crate::{profile, region, router};
 
 /// The alignment of every small-block heap block (its classes are multiples of 16 bytes, from a
 /// 16-byte aligned start in each page).
@@ -45,6 +45,30 @@ impl<A: GlobalAlloc> ResizeAlloc<A> {
     #[cold]
     #[inline(never)]
     fn alloc_slow(&self, layout: Layout) -> *mut u8 {
+        if profile::enabled() && region::load_active().is_null() {
+            return self.alloc_profiled(layout);
+        }
+        self.alloc_unprofiled(layout)
+    }
+
+    /// An allocation outside regions while the profiler runs: a sampled one from `next`
+    /// (timed and recorded), the rest where the mode sends it.
+    #[inline(never)]
+    fn alloc_profiled(&self, layout: Layout) -> *mut u8 {
+        if profile::take_sample(layout.size()) {
+            crate::advisor::register();
+            // SAFETY: the GlobalAlloc caller's layout, forwarded.
+            return profile::sampled_alloc(layout.size(), || unsafe { self.next.alloc(layout) });
+        }
+        let ts = region::state();
+        if ts.flags.get() & region::JOINED != 0 {
+            return region::as_predicted(ts, || self.alloc_unprofiled(layout));
+        }
+        self.alloc_unprofiled(layout)
+    }
+
+    /// [`alloc_slow`](Self::alloc_slow) past the profiler.
+    fn alloc_unprofiled(&self, layout: Layout) -> *mut u8 {
         // Every thread's first allocation comes here (its route is not set yet). The Rust API's
         // functions that take our locks without allocating register too (see fork.rs).
         crate::fork::register_handlers();
@@ -58,6 +82,49 @@ impl<A: GlobalAlloc> ResizeAlloc<A> {
         }
         // SAFETY: the GlobalAlloc caller's layout, forwarded.
         unsafe { self.next.alloc(layout) }
+    }
+
+    /// `alloc_zeroed` outside regions while the profiler runs (see
+    /// [`alloc_profiled`](Self::alloc_profiled)).
+    #[inline(never)]
+    fn alloc_zeroed_profiled(&self, layout: Layout) -> *mut u8 {
+        if profile::take_sample(layout.size()) {
+            crate::advisor::register();
+            // SAFETY: the GlobalAlloc caller's layout, forwarded.
+            return profile::sampled_alloc(layout.size(), || unsafe {
+                self.next.alloc_zeroed(layout)
+            });
+        }
+        let ts = region::state();
+        if ts.flags.get() & region::JOINED != 0 {
+            // SAFETY: the GlobalAlloc caller's layout, forwarded.
+            return region::as_predicted(ts, || unsafe { self.alloc_zeroed_unprofiled(layout) });
+        }
+        // SAFETY: as above.
+        unsafe { self.alloc_zeroed_unprofiled(layout) }
+    }
+
+    /// `alloc_zeroed` past the profiler.
+    ///
+    /// # Safety
+    /// As `GlobalAlloc::alloc_zeroed`.
+    #[inline(always)]
+    unsafe fn alloc_zeroed_unprofiled(&self, layout: Layout) -> *mut u8 {
+        // As in `alloc_slow`.
+        crate::fork::register_handlers();
+        // SAFETY: as in `alloc`. The arena clears the block unless it is known to be zero.
+        let p = unsafe { router::alloc_zeroed(layout.size().max(1), layout.align(), 0) };
+        if !p.is_null() {
+            return p;
+        }
+        let p = Self::alloc_small_heap(layout);
+        if !p.is_null() {
+            // SAFETY: a fresh block of at least `layout.size()` bytes (its blocks are reused).
+            unsafe { p.write_bytes(0, layout.size()) };
+            return p;
+        }
+        // SAFETY: forwarded contract.
+        unsafe { self.next.alloc_zeroed(layout) }
     }
 
     /// A block from the small-block heap, in process mode, for a small request it can align
@@ -112,21 +179,11 @@ unsafe impl<A: GlobalAlloc> GlobalAlloc for ResizeAlloc<A> {
 
     #[inline(always)]
     unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
-        // As in `alloc_slow`.
-        crate::fork::register_handlers();
-        // SAFETY: as in `alloc`. The arena clears the block unless it is known to be zero.
-        let p = unsafe { router::alloc_zeroed(layout.size().max(1), layout.align(), 0) };
-        if !p.is_null() {
-            return p;
-        }
-        let p = Self::alloc_small_heap(layout);
-        if !p.is_null() {
-            // SAFETY: a fresh block of at least `layout.size()` bytes (its blocks are reused).
-            unsafe { p.write_bytes(0, layout.size()) };
-            return p;
+        if profile::enabled() && region::load_active().is_null() {
+            return self.alloc_zeroed_profiled(layout);
         }
         // SAFETY: forwarded contract.
-        unsafe { self.next.alloc_zeroed(layout) }
+        unsafe { self.alloc_zeroed_unprofiled(layout) }
     }
 
     #[inline(always)]
@@ -137,6 +194,10 @@ unsafe impl<A: GlobalAlloc> GlobalAlloc for ResizeAlloc<A> {
             if router::owns_small(ptr) {
                 // SAFETY: a live small-block heap block the caller frees.
                 return unsafe { router::free_small(ptr) };
+            }
+            if profile::enabled() && profile::maybe_sampled(ptr) {
+                // SAFETY: not ours, so it came from `next` with this layout.
+                return profile::sampled_free(ptr, || unsafe { self.next.dealloc(ptr, layout) });
             }
             // SAFETY: not ours, so it came from `next` with this layout.
             return unsafe { self.next.dealloc(ptr, layout) };
@@ -168,6 +229,12 @@ unsafe impl<A: GlobalAlloc> GlobalAlloc for ResizeAlloc<A> {
                     self.alloc(Layout::from_size_align_unchecked(n, layout.align()))
                 })
             };
+        }
+        if profile::enabled() {
+            // SAFETY: not ours, so it came from `next`, with this layout.
+            return profile::foreign_realloc(ptr, new_size, || unsafe {
+                self.next.realloc(ptr, layout, new_size)
+            });
         }
         // SAFETY: not ours, so it came from `next`, with this layout.
         unsafe { self.next.realloc(ptr, layout, new_size) }

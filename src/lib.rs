@@ -8,6 +8,8 @@
 // soundness from safe code is an `unsafe fn` with its obligations, or crate-private (see the
 // compile-fail examples in `reservation.rs`).
 #[doc(hidden)]
+pub mod advisor;
+#[doc(hidden)]
 pub mod arena;
 pub mod device;
 mod footprint;
@@ -25,6 +27,8 @@ pub mod mode;
 pub mod options;
 #[doc(hidden)]
 pub mod os;
+#[doc(hidden)]
+pub mod profile;
 #[doc(hidden)]
 pub mod published;
 pub mod region;

@@ -2,7 +2,7 @@
 //! and free paths test before anything else. It imports only `published`: `options` sets the
 //! words, `region`, `slab`, the router and the front ends read them.
 
-use core::sync::atomic::{AtomicU8, Ordering};
+use core::sync::atomic::{AtomicBool, AtomicU8, Ordering};
 
 use crate::published::Published;
 
@@ -37,6 +37,21 @@ pub(crate) const WATCH_PROCESS: u8 = 1;
 pub(crate) const WATCH_FRONT_END: u8 = 2;
 /// The small-block heap (slab/) exists: its blocks must not reach the next allocator.
 pub(crate) const WATCH_SLAB: u8 = 4;
+/// The allocation profiler runs: a free may be of a sampled block (profile/).
+pub(crate) const WATCH_PROFILE: u8 = 8;
+
+/// True while the allocation profiler runs (`RESIZEALLOC_PROFILE`): threads outside regions
+/// are then never settled (`region::outside_value` is null), so that every allocation outside
+/// a region passes the profiler's countdown (profile/).
+pub(crate) static PROFILE: AtomicBool = AtomicBool::new(false);
+
+/// Starts the profiler's routing: unsettled threads, watched frees.
+pub(crate) fn profile_started() {
+    PROFILE.store(true, Ordering::Relaxed);
+    FOREIGN_WATCH
+        .atomic()
+        .fetch_or(WATCH_PROFILE, Ordering::Relaxed);
+}
 
 /// Called when the small-block heap makes its reservation, before its first block is handed out.
 pub(crate) fn watch_slab_frees() {

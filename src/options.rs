@@ -80,6 +80,16 @@ pub const OPTIONS: &[OptionDesc] = &[
         description: "Process mode: memory the program freed above the arena's bound goes back to the kernel once it has stayed free this long (at the thread's first allocations after that), so that work which frees and allocates it again in a loop does not fault it in each time. 0: at once.",
     },
     OptionDesc {
+        name: "RESIZEALLOC_PROFILE",
+        default: "0",
+        description: "`1`: the region advisor samples allocations outside regions and at exit prints the region candidates on stderr, with folded stacks of short-lived bytes in `resizealloc-profile.<pid>.folded`. A path: the report goes to that file and the folded stacks to `<path>.folded` (a forked child adds `.<pid>`). See docs/advisor.md.",
+    },
+    OptionDesc {
+        name: "RESIZEALLOC_PROFILE_RATE",
+        default: "512K",
+        description: "The profiler's mean bytes allocated between two samples (every block of 1 MiB or more is sampled too). Smaller: more samples, more overhead.",
+    },
+    OptionDesc {
         name: "RESIZEALLOC_STATS",
         default: "0",
         description: "`1`: print a summary of the arenas on stderr at exit (preload library).",
@@ -286,7 +296,58 @@ pub fn init_from_env() -> Options {
         }
     }
     set(o);
+    let rate = env(c"RESIZEALLOC_PROFILE_RATE").and_then(|v| {
+        let r = parse_size(v);
+        if r.is_none() {
+            warn(b"RESIZEALLOC_PROFILE_RATE", v, b"512K");
+        }
+        r
+    });
+    set_profile(env(c"RESIZEALLOC_PROFILE"), rate);
     get()
+}
+
+/// `RESIZEALLOC_PROFILE`'s path (empty: stderr), kept without allocating; and the rate.
+struct ProfileOutput(core::cell::UnsafeCell<[u8; 4096]>);
+// SAFETY: written once, by `set_profile` before the profiler starts (the first sample), read
+// after (`profile_output`).
+unsafe impl Sync for ProfileOutput {}
+static PROFILE_PATH: ProfileOutput = ProfileOutput(core::cell::UnsafeCell::new([0; 4096]));
+static PROFILE_PATH_LEN: AtomicUsize = AtomicUsize::new(0);
+static PROFILE_RATE: AtomicUsize = AtomicUsize::new(512 << 10);
+
+/// `RESIZEALLOC_PROFILE` (`1`: report on stderr; a path; `0` or unset: off) and
+/// `RESIZEALLOC_PROFILE_RATE`: starts the profiler's routing (`mode::profile_started`) the
+/// first time it is asked for.
+fn set_profile(value: Option<&[u8]>, rate: Option<usize>) {
+    let Some(v) = value else { return };
+    let on = parse_bool(v);
+    if v.is_empty() || on == Some(false) || crate::mode::PROFILE.load(Ordering::Relaxed) {
+        return;
+    }
+    if let Some(r) = rate {
+        PROFILE_RATE.store(r.max(1), Ordering::Relaxed);
+    }
+    if on.is_none() {
+        // A path. SAFETY: the profiler has not started, so nothing reads the buffer yet.
+        let buf = unsafe { &mut *PROFILE_PATH.0.get() };
+        let n = v.len().min(buf.len());
+        buf[..n].copy_from_slice(&v[..n]);
+        PROFILE_PATH_LEN.store(n, Ordering::Release);
+    }
+    crate::mode::profile_started();
+}
+
+/// The profiler's report file, or empty for stderr.
+pub fn profile_output() -> &'static [u8] {
+    let n = PROFILE_PATH_LEN.load(Ordering::Acquire);
+    // SAFETY: written once before the profiler started, never after.
+    unsafe { &(&*PROFILE_PATH.0.get())[..n] }
+}
+
+/// The profiler's mean bytes between samples.
+pub fn profile_rate() -> usize {
+    PROFILE_RATE.load(Ordering::Relaxed)
 }
 
 fn env(name: &core::ffi::CStr) -> Option<&'static [u8]> {

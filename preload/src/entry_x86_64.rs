@@ -50,7 +50,7 @@ mod alloc_free {
     use resizealloc::arena::{self, asm_layout};
 
     use resizealloc::router::malloc::{
-        free_foreign_watched, free_slow, malloc_predicted, malloc_slow,
+        free_foreign_watched, free_slow, malloc_predicted, malloc_slow, malloc_unrouted,
     };
 
     use crate::malloc::NextAllocator;
@@ -313,7 +313,7 @@ mod alloc_free {
         active: *const resizealloc::arena::Arena,
     ) -> *mut c_void {
         if active.is_null() {
-            return malloc_slow::<NextAllocator>(size, site).cast();
+            return malloc_unrouted::<NextAllocator>(size, site).cast();
         }
         malloc_predicted::<NextAllocator>(size.max(1), site).cast()
     }

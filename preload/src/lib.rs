@@ -71,6 +71,8 @@ extern "C" fn init() {
         if o.stats {
             libc::atexit(at_exit);
         }
+        // The region advisor's report, when RESIZEALLOC_PROFILE asks for it.
+        resizealloc::advisor::register();
         if cfg!(feature = "heap-debug") {
             libc::atexit(debug_heap::check_quarantine_at_exit);
         }

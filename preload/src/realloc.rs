@@ -75,6 +75,36 @@ fn realloc_moving(p: *mut c_void, size: usize, site: usize) -> *mut c_void {
         }
         return q;
     }
+    if resizealloc::profile::enabled() {
+        return resizealloc::profile::foreign_realloc(p as *mut u8, size, || {
+            realloc_next(p, size) as *mut u8
+        }) as *mut c_void;
+    }
+    realloc_next(p, size)
+}
+
+/// Blocks of the next allocator from this size on grow with slack in process mode.
+const SLACK_FROM: usize = 128 << 10;
+
+/// The next allocator's `realloc` of its block `p`. In process mode a large block that grows
+/// gets half as much again, and one that still fits stays, so that a buffer appended to a
+/// little at a time moves a logarithmic number of times: glibc's `mremap` grows it in place
+/// only while the address space above it is free, and otherwise moved it at every page (up to
+/// ninety times for 2 MiB, depending on where the kernel put the mappings around it).
+fn realloc_next(p: *mut c_void, size: usize) -> *mut c_void {
+    if size < SLACK_FROM || !router::process_mode() {
+        return real::realloc(p, size);
+    }
+    let usable = real::usable_size(p);
+    if size <= usable && size >= usable / 2 {
+        return p;
+    }
+    if size > usable {
+        let roomy = real::realloc(p, size.saturating_add(size / 2));
+        if !roomy.is_null() {
+            return roomy;
+        }
+    }
     real::realloc(p, size)
 }
 

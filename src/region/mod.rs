@@ -22,8 +22,9 @@ mod tls;
 
 pub use crate::mode::FOREIGN_WATCH;
 pub(crate) use routing::{
-    acquire_slab_heap, active_arena, count_next_free, in_arena_region, join_process, load_active,
-    load_own, mode, own_arena, predicted_arena, settle_outside, slab_heap, slab_heap_of,
+    acquire_slab_heap, active_arena, as_predicted, count_next_free, in_arena_region, join_process,
+    load_active, load_own, mode, own_arena, predicted_arena, settle_outside, slab_heap,
+    slab_heap_of,
 };
 pub use routing::{
     add_next_freed, is_arena, options_ready, NEXT_FREED_BATCH, NEXT_FREE_SAMPLE, PREDICT,
@@ -32,6 +33,7 @@ pub use routing::{
 pub use thread_state::{
     no_arena, NoArena, ThreadState, FREE_ARENA_OFFSET, NO_ARENA, OWN_OFFSET, STATE_IN_TLS_BLOCK,
 };
+pub(crate) use thread_state::{JOINED, PROFILING};
 pub use tls::state;
 
 use core::marker::PhantomData;
@@ -42,7 +44,7 @@ use crate::mode::{MODE, MODE_OFF, MODE_PROCESS};
 use crate::reservation;
 use crate::slab;
 use routing::{ensure_arena, outside_value};
-use thread_state::{DEAD, JOINED};
+use thread_state::DEAD;
 
 mod exit_hook {
     //! Thread exit through a pthread key destructor (see the module docs above).

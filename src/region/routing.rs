@@ -137,7 +137,9 @@ pub(crate) fn active_arena(ts: &ThreadState) -> *const Arena {
 /// What `active` becomes when the thread leaves its regions: [`SETTLED`] once the mode is known
 /// (markers or off), else null so that the next allocation looks at the mode again.
 pub(super) fn outside_value() -> *const Arena {
-    if MODE.load(Ordering::Relaxed) & (MODE_UNINIT | MODE_PROCESS) == 0 {
+    if MODE.load(Ordering::Relaxed) & (MODE_UNINIT | MODE_PROCESS) == 0
+        && !crate::mode::PROFILE.load(Ordering::Relaxed)
+    {
         SETTLED
     } else {
         ptr::null()
@@ -238,9 +240,28 @@ pub(crate) fn join_process(ts: &ThreadState) -> *const Arena {
     let a = ensure_arena(ts);
     if !a.is_null() {
         ts.flags.set(ts.flags.get() | JOINED);
-        ts.active.set(PREDICT);
+        // Under the profiler a joined thread stays unrouted: its allocations pass the
+        // profiler's countdown, which then takes the predictor's path (`router::malloc`).
+        if !crate::mode::PROFILE.load(Ordering::Relaxed) {
+            ts.active.set(PREDICT);
+        }
     }
     a
+}
+
+/// Runs `f` (an allocation) with a joined thread routed through the predictor: under the
+/// profiler a joined thread's `active` stays null between allocations, so that each passes the
+/// profiler's countdown (see `join_process`), and the predictor's paths read `PREDICT` there.
+pub(crate) fn as_predicted<R>(ts: &ThreadState, f: impl FnOnce() -> R) -> R {
+    if !ts.active.get().is_null() {
+        return f();
+    }
+    ts.active.set(PREDICT);
+    let r = f();
+    if ts.active.get() == PREDICT {
+        ts.active.set(ptr::null());
+    }
+    r
 }
 
 #[cold]

@@ -12,9 +12,11 @@ pub(super) const BUSY: u8 = 1;
 /// The thread's exit destructor ran: never route to an arena again.
 pub(super) const DEAD: u8 = 2;
 /// Process mode: the thread has joined its implicit, never-ending outer region.
-pub(super) const JOINED: u8 = 4;
+pub(crate) const JOINED: u8 = 4;
 /// Acquiring an arena failed once: do not retry on every allocation.
 pub(super) const DENIED: u8 = 8;
+/// The thread is inside the allocation profiler (profile/): its own allocations are not sampled.
+pub(crate) const PROFILING: u8 = 16;
 
 /// One thread's region state.
 ///
@@ -41,7 +43,7 @@ pub struct ThreadState {
     )]
     pub(super) free_arena: Cell<*const Arena>,
     pub(super) depth: Cell<u32>,
-    pub(super) flags: Cell<u8>,
+    pub(crate) flags: Cell<u8>,
     /// Process mode: frees to the next allocator left before the next sampled one.
     pub(super) next_frees_left: Cell<u32>,
     /// Process mode: estimated bytes freed to the next allocator, not yet added to the front
@@ -49,6 +51,11 @@ pub struct ThreadState {
     pub(super) next_freed_bytes: Cell<u64>,
     /// The thread's small-block heap (slab/), or null until it needs one.
     pub(super) heap: Cell<*mut slab::Heap>,
+    /// The allocation profiler (profile/): bytes left before the thread's next sampled
+    /// allocation (0 until its first look).
+    pub(crate) sample_left: Cell<u32>,
+    /// The allocation profiler's slot for this thread (0: none yet).
+    pub(crate) profile_slot: Cell<u32>,
 }
 
 impl ThreadState {
@@ -72,6 +79,8 @@ impl ThreadState {
             next_frees_left: Cell::new(0),
             next_freed_bytes: Cell::new(0),
             heap: Cell::new(ptr::null_mut()),
+            sample_left: Cell::new(0),
+            profile_slot: Cell::new(0),
         }
     }
 

@@ -6,16 +6,20 @@
 //!
 //! Every function is generic over the front end's [`Next`], a type with no data: the calls to
 //! it compile to direct calls, as if the front end had written them. `malloc`'s assembly entry
-//! point (the preload library's `entry_x86_64.rs`) jumps to [`malloc_slow`] and
-//! [`malloc_predicted`], `free`'s to [`free_foreign_watched`] and [`free_slow`].
+//! point (the preload library's `entry_x86_64.rs`) jumps to [`malloc_slow`],
+//! [`malloc_unrouted`] and [`malloc_predicted`], `free`'s to [`free_foreign_watched`] and
+//! [`free_slow`].
 
 use core::ptr;
+use core::sync::atomic::Ordering;
 
 use super::{
     alloc_predicted_general, alloc_routed_away, alloc_slow_at, alloc_small_cached, alloc_zeroed,
     free_owned, free_small, note_next_free, owns_small, route, try_alloc_predicted_fast, Route,
 };
 use crate::arena::{Arena, Predicted, LINE, MIN_ALIGN};
+use crate::mode::{MODE, MODE_PROCESS, MODE_UNINIT};
+use crate::profile;
 use crate::region::{self, ThreadState};
 
 /// The next allocator of a front end, and the work the front end does on the way to it.
@@ -46,9 +50,38 @@ pub fn malloc_at<N: Next>(size: usize, site: usize) -> *mut u8 {
     match route() {
         Route::Arena(a) => malloc_in::<N>(size, site, a),
         Route::Next => N::malloc(size),
-        Route::Check => malloc_slow::<N>(size, site),
+        Route::Check => malloc_unrouted::<N>(size, site),
         Route::Predict => malloc_predicted::<N>(size.max(1), site),
     }
+}
+
+/// `malloc` for a thread with no route: the profiler's countdown while it runs, else
+/// [`malloc_slow`], which looks at the mode (and settles the thread). `extern "C"`: `malloc`'s
+/// assembly entry point reaches it.
+#[inline(never)]
+pub extern "C" fn malloc_unrouted<N: Next>(size: usize, site: usize) -> *mut u8 {
+    if profile::enabled() {
+        let sampled = profile::take_sample(size);
+        if !sampled && MODE.load(Ordering::Relaxed) & (MODE_UNINIT | MODE_PROCESS) == 0 {
+            return N::malloc(size);
+        }
+        return malloc_profiled::<N>(size, site, sampled);
+    }
+    malloc_slow::<N>(size, site)
+}
+
+/// `malloc` outside regions while the profiler runs, past its common case: a sampled request
+/// goes to the next allocator (timed and recorded), the rest where the mode sends it.
+#[inline(never)]
+fn malloc_profiled<N: Next>(size: usize, site: usize, sampled: bool) -> *mut u8 {
+    if sampled {
+        return profile::sampled_alloc(size, || N::malloc(size));
+    }
+    let ts = region::state();
+    if ts.flags.get() & region::JOINED != 0 {
+        return region::as_predicted(ts, || malloc_predicted::<N>(size.max(1), site));
+    }
+    malloc_slow::<N>(size, site)
 }
 
 /// `malloc` from `a`, the calling thread's active arena: its fast path, else the slow path.
@@ -189,8 +222,27 @@ pub fn calloc_at<N: Next>(n: usize, size: usize, total: usize, site: usize) -> *
         }
         Route::Next => N::calloc(n, size),
         Route::Predict => calloc_predicted::<N>(n, size, total, site),
-        Route::Check => calloc_slow::<N>(n, size, total, site),
+        Route::Check => calloc_unrouted::<N>(n, size, total, site),
     }
+}
+
+/// `calloc` for a thread with no route: as [`malloc_unrouted`].
+#[inline(never)]
+fn calloc_unrouted<N: Next>(n: usize, size: usize, total: usize, site: usize) -> *mut u8 {
+    if !profile::enabled() {
+        return calloc_slow::<N>(n, size, total, site);
+    }
+    if profile::take_sample(total) {
+        return profile::sampled_alloc(total, || N::calloc(n, size));
+    }
+    let ts = region::state();
+    if ts.flags.get() & region::JOINED != 0 {
+        return region::as_predicted(ts, || calloc_predicted::<N>(n, size, total, site));
+    }
+    if MODE.load(Ordering::Relaxed) & (MODE_UNINIT | MODE_PROCESS) == 0 {
+        return N::calloc(n, size);
+    }
+    calloc_slow::<N>(n, size, total, site)
 }
 
 /// `calloc` through the predictor: the arena, else the small-block heap (cleared here), else
@@ -231,6 +283,15 @@ fn calloc_slow<N: Next>(n: usize, size: usize, total: usize, site: usize) -> *mu
 /// `p` is null or a block outside the arena reservation that the program frees.
 #[inline(never)]
 pub unsafe extern "C" fn free_foreign_watched<N: Next>(p: *mut u8) {
+    if crate::mode::FOREIGN_WATCH.load(Ordering::Relaxed) == crate::mode::WATCH_PROFILE
+        && !profile::maybe_sampled(p)
+    {
+        // Only the profiler watches (markers mode, nothing served by the front end or the
+        // small-block heap, so no bootstrap block exists either), and `p` is not a sampled
+        // block: straight on.
+        // SAFETY: not ours (the caller's obligation), not a bootstrap block.
+        return unsafe { N::free(p) };
+    }
     if owns_small(p) {
         // SAFETY: a block of the small-block heap that the program frees.
         return unsafe { free_small(p) };
@@ -240,6 +301,10 @@ pub unsafe extern "C" fn free_foreign_watched<N: Next>(p: *mut u8) {
     }
     if note_next_free() {
         N::sample_free(p);
+    }
+    if profile::enabled() && profile::maybe_sampled(p) {
+        // SAFETY: not ours, not a bootstrap block.
+        return profile::sampled_free(p, || unsafe { N::free(p) });
     }
     // SAFETY: not ours, not a bootstrap block.
     unsafe { N::free(p) }

@@ -1,0 +1,239 @@
+//! The region advisor (`RESIZEALLOC_PROFILE`) on `tests/c/advisor.c`: temporaries inside
+//! `parse_request` (the most bytes) and `score_batch`, long-lived nodes built by `remember`.
+//! The report must name the first two as region candidates, in that order, and not the third;
+//! the program's output must not change; the profile's memory stays bounded; threads, `fork`
+//! and `dlclose` work; bad option values get a warning, a report file that cannot be written
+//! goes to stderr. `scripts/advisor.sh` measures the estimate against a region's real saving
+//! and the overhead.
+
+mod common;
+
+use std::path::PathBuf;
+use std::process::{Command, Output};
+use std::sync::OnceLock;
+
+use common::{assert_ok, compile_as, library, preloaded, text, work_dir};
+
+/// `tests/c/advisor.c`, compiled once for all the tests of this binary.
+fn advisor() -> PathBuf {
+    static EXE: OnceLock<PathBuf> = OnceLock::new();
+    EXE.get_or_init(|| compile_as("advisor", "advisor", false))
+        .clone()
+}
+
+/// Runs the program with the profiler writing to `name` in the work directory; its output and
+/// the report.
+fn profiled(args: &[&str], name: &str, env: &[(&str, &str)]) -> (Output, String, PathBuf) {
+    let path = work_dir().join(name);
+    let _ = std::fs::remove_file(&path);
+    let mut cmd = Command::new(advisor());
+    cmd.args(args);
+    let p = path.to_str().unwrap().to_string();
+    let mut all = vec![
+        ("RESIZEALLOC_PROFILE", p.as_str()),
+        ("RESIZEALLOC_PROFILE_RATE", "16K"),
+    ];
+    all.extend_from_slice(env);
+    let out = preloaded(cmd, &all);
+    assert!(
+        out.status.success(),
+        "advisor.c failed: {:?}\n{}",
+        out.status,
+        text(&out.stderr)
+    );
+    let report = std::fs::read_to_string(&path)
+        .unwrap_or_else(|e| panic!("no report at {}: {e}", path.display()));
+    (out, report, path)
+}
+
+/// The ranked candidates' function names, in report order.
+fn candidates(report: &str) -> Vec<String> {
+    let mut names = Vec::new();
+    let mut inside = false;
+    for line in report.lines() {
+        if line.starts_with("Region candidates") {
+            inside = true;
+            continue;
+        }
+        if inside {
+            if line.trim().is_empty() {
+                break;
+            }
+            let fields: Vec<&str> = line.split_whitespace().collect();
+            if fields.first().is_some_and(|f| f.parse::<usize>().is_ok()) {
+                // The line ends with the function, then its `(file:line)` where known.
+                let mut rest = fields.iter().rev();
+                let last = rest.next().copied().unwrap_or("");
+                let f = if last.starts_with('(') {
+                    rest.next().copied().unwrap_or("")
+                } else {
+                    last
+                };
+                names.push(f.to_string());
+            }
+        }
+    }
+    names
+}
+
+fn checksum(out: &Output) -> String {
+    text(&out.stdout)
+        .lines()
+        .find(|l| l.starts_with("checksum"))
+        .unwrap_or("")
+        .to_string()
+}
+
+#[test]
+fn names_the_two_temporary_functions_by_bytes_and_not_the_builder() {
+    for threads in ["1", "2"] {
+        let plain = Command::new(advisor())
+            .args(["plain", "20000", threads])
+            .output()
+            .unwrap();
+        let (out, report, path) = profiled(
+            &["plain", "20000", threads],
+            &format!("report-{threads}"),
+            &[],
+        );
+        assert_eq!(
+            checksum(&out),
+            checksum(&plain),
+            "output changed under profiling"
+        );
+        let c = candidates(&report);
+        assert!(
+            c.len() >= 2 && c[0] == "parse_request" && c[1] == "score_batch",
+            "{threads} thread(s): candidates {c:?}\n{report}"
+        );
+        assert!(
+            !c.iter().any(|n| n == "remember"),
+            "remember is no candidate:\n{report}"
+        );
+        assert!(
+            report.contains("advisor.c:"),
+            "file:line from the debug info:\n{report}"
+        );
+        let folded = std::fs::read_to_string(path.with_extension("folded"))
+            .or_else(|_| std::fs::read_to_string(format!("{}.folded", path.display())))
+            .unwrap();
+        let line = folded
+            .lines()
+            .find(|l| l.contains(";parse_request "))
+            .expect("folded stack");
+        let bytes: u64 = line.rsplit(' ').next().unwrap().parse().unwrap();
+        assert!(line.contains(";run;parse_request") && bytes > 0, "{line}");
+    }
+}
+
+#[test]
+fn works_in_process_mode_and_inside_regions() {
+    for (mode, args) in [("process", ["plain", "20000"]), ("on", ["region", "20000"])] {
+        let (_, report, _) = profiled(
+            &args,
+            &format!("report-{mode}"),
+            &[("RESIZEALLOC_REGION", mode)],
+        );
+        let c = candidates(&report);
+        if mode == "process" {
+            assert_eq!(
+                c.first().map(String::as_str),
+                Some("parse_request"),
+                "{report}"
+            );
+        } else {
+            // parse_request's calls are regions already: its blocks are not sampled. Every
+            // sample is then inside score_batch, so its calls look like one (no sample falls
+            // between them): a whole-thread frame, or a candidate.
+            assert!(!report.contains("parse_request"), "{report}");
+            assert!(report.contains("score_batch"), "{report}");
+        }
+    }
+}
+
+/// Every allocation sampled: the tables fill, samples are dropped, the run goes on, and the
+/// profile's memory stays within its fixed tables.
+#[test]
+fn the_profile_memory_stays_bounded() {
+    let peak = |out: &Output| -> u64 {
+        text(&out.stderr)
+            .lines()
+            .find_map(|l| l.strip_prefix("anon_kib "))
+            .and_then(|v| v.trim().parse().ok())
+            .unwrap_or(0)
+    };
+    let mut cmd = Command::new(advisor());
+    cmd.args(["plain", "20000"]);
+    let plain = preloaded(cmd, &[("ADVISOR_ANON", "1")]);
+    let (out, report, _) = profiled(
+        &["plain", "20000"],
+        "report-bounded",
+        &[("RESIZEALLOC_PROFILE_RATE", "1"), ("ADVISOR_ANON", "1")],
+    );
+    assert_eq!(checksum(&out), checksum(&plain));
+    let grown = peak(&out).saturating_sub(peak(&plain));
+    assert!(peak(&plain) > 0, "no anonymous memory printed");
+    assert!(grown < 16 << 10, "the profile took {grown} KiB\n{report}");
+}
+
+#[test]
+fn fork_and_dlclose_work_under_the_profiler() {
+    let (out, report, path) = profiled(&["fork", "5000"], "report-fork", &[]);
+    assert!(
+        checksum(&out).starts_with("checksum"),
+        "{}",
+        text(&out.stdout)
+    );
+    assert_eq!(
+        candidates(&report).first().map(String::as_str),
+        Some("parse_request"),
+        "{report}"
+    );
+    // The child's own report, with its pid appended.
+    let dir = path.parent().unwrap();
+    let child = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .find(|p| {
+            let n = p.file_name().unwrap().to_string_lossy().into_owned();
+            n.starts_with("report-fork.") && !n.ends_with(".folded")
+        })
+        .expect("the forked child's report");
+    let child_report = std::fs::read_to_string(&child).unwrap();
+    assert_eq!(
+        candidates(&child_report).first().map(String::as_str),
+        Some("parse_request"),
+        "{child_report}"
+    );
+    let _ = std::fs::remove_file(child);
+
+    let dir = work_dir();
+    let exe = compile_as("dlclose", "dlclose", false);
+    let out = Command::new(&exe)
+        .arg(library())
+        .env(
+            "RESIZEALLOC_PROFILE",
+            dir.join("report-dl").to_str().unwrap(),
+        )
+        .output()
+        .unwrap();
+    assert_ok(&out, "dlclose.c under the profiler");
+}
+
+#[test]
+fn bad_values_get_a_warning_and_an_unwritable_file_goes_to_stderr() {
+    let mut cmd = Command::new(advisor());
+    cmd.args(["plain", "2000"]);
+    let out = preloaded(
+        cmd,
+        &[
+            ("RESIZEALLOC_PROFILE", "/nonexistent/dir/report"),
+            ("RESIZEALLOC_PROFILE_RATE", "lots"),
+        ],
+    );
+    assert!(out.status.success());
+    let err = text(&out.stderr);
+    assert!(err.contains("RESIZEALLOC_PROFILE_RATE"), "{err}");
+    assert!(err.contains("cannot write the report file"), "{err}");
+    assert!(err.contains("Region candidates"), "{err}");
+}

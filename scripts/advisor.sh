@@ -1,0 +1,92 @@
+#!/usr/bin/env bash
+# The region advisor (RESIZEALLOC_PROFILE), measured:
+#  1. its estimate against the real saving: preload/tests/c/advisor.c (temporaries in
+#     parse_request and score_batch, long-lived nodes from remember) is profiled; the report's
+#     estimated saving for parse_request is set against the time a region around each of its
+#     calls saves (the loop's time without regions less with them, the library preloaded both
+#     times, without the profiler);
+#  2. its overhead at the default rate: the same programs with and without the profiler, all
+#     under the library: advisor.c without regions, the Rust request workloads
+#     (examples/workloads: JSON, tree, text, CSV under ResizeAlloc) with regions and with
+#     RESIZEALLOC_REGION=off (everything outside regions, as an unmodified program), and python3
+#     on an allocation-heavy script.
+# Whole processes are timed, so the report at exit (symbolising the stacks) counts too.
+# Interleaved over ROUNDS rounds; medians (of per-round ratios for the overhead).
+#   ROUNDS=5 (default)
+# Writes target/advisor/results.md (and prints it).
+set -euo pipefail
+ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+cd "$ROOT"
+ROUNDS=${ROUNDS:-5}
+OUT=$ROOT/target/advisor
+mkdir -p "$OUT"
+cargo build -q --release -p resizealloc-preload
+cargo build -q --release --example workloads_resize
+SO=$ROOT/target/release/libresizealloc.so
+# The interpreter itself (a pyenv shim is a shell script: it would be measured, and profiled).
+PY=$(python3 -c 'import sys; print(sys.executable)')
+cc -O2 -g -pthread -o "$OUT/advisor" preload/tests/c/advisor.c -ldl
+cat >"$OUT/alloc_heavy.py" <<'PY'
+# Allocation-heavy Python: JSON documents parsed, walked and rebuilt; dicts, lists, strings.
+import json, random
+random.seed(7)
+docs = [json.dumps({"id": i, "tags": [f"t{j}" for j in range(random.randrange(1, 30))],
+                    "body": "x" * random.randrange(10, 2000),
+                    "nested": {"k%d" % j: list(range(j)) for j in range(random.randrange(1, 12))}})
+        for i in range(400)]
+total = 0
+for step in range(240):
+    for d in docs:
+        o = json.loads(d)
+        o["tags"] = sorted(set(o["tags"]))
+        total += len(json.dumps(o)) + sum(len(v) for v in o["nested"].values())
+print(total)
+PY
+loop_ns() { grep -o 'loop_ns [0-9]*' | awk '{print $2}'; }
+now() { date +%s%N; }
+RAW=$OUT/raw.txt
+: >"$RAW"
+for ((r = 1; r <= ROUNDS; r++)); do
+    plain=$(LD_PRELOAD=$SO "$OUT/advisor" plain 2>&1 >/dev/null | loop_ns)
+    region=$(LD_PRELOAD=$SO "$OUT/advisor" region 2>&1 >/dev/null | loop_ns)
+    rm -f "$OUT/report"
+    profiled=$(RESIZEALLOC_PROFILE=$OUT/report LD_PRELOAD=$SO "$OUT/advisor" plain 2>&1 >/dev/null | loop_ns)
+    est=$(awk '/parse_request/ && $1 ~ /^[0-9]+$/ {
+                 v = $7; u = $8; m = (u == "s") ? 1e9 : (u == "ms") ? 1e6 : 1e3; print v * m; exit }' "$OUT/report")
+    echo "advisor $plain $region $profiled $est" >>"$RAW"
+    for mode in on off; do
+        t0=$(now); RESIZEALLOC_REGION=$mode target/release/examples/workloads_resize --quick >/dev/null; t1=$(now)
+        RESIZEALLOC_PROFILE=$OUT/report-rust RESIZEALLOC_REGION=$mode target/release/examples/workloads_resize --quick >/dev/null; t2=$(now)
+        echo "rust_$mode $((t1 - t0)) $((t2 - t1))" >>"$RAW"
+    done
+    t0=$(now); LD_PRELOAD=$SO "$PY" "$OUT/alloc_heavy.py" >/dev/null; t1=$(now)
+    RESIZEALLOC_PROFILE=$OUT/report-py LD_PRELOAD=$SO "$PY" "$OUT/alloc_heavy.py" >/dev/null; t2=$(now)
+    echo "python $((t1 - t0)) $((t2 - t1))" >>"$RAW"
+    echo "round $r of $ROUNDS done" >&2
+done
+python3 - "$RAW" >"$OUT/results.md" <<'PY'
+import statistics, sys
+rows = [l.split() for l in open(sys.argv[1])]
+med = statistics.median
+adv = [list(map(float, r[1:])) for r in rows if r[0] == "advisor"]
+measured = med(a[0] - a[1] for a in adv)
+estimate = med(a[3] for a in adv)
+print("| advisor.c (200,000 rounds) | median |")
+print("|---|---|")
+print(f"| loop without regions | {med(a[0] for a in adv) / 1e6:.1f} ms |")
+print(f"| loop with a region per parse_request call | {med(a[1] for a in adv) / 1e6:.1f} ms |")
+print(f"| measured saving | {measured / 1e6:.1f} ms |")
+print(f"| the report's estimate for parse_request | {estimate / 1e6:.1f} ms |")
+print(f"| estimate / measured | {estimate / measured:.2f} |")
+print()
+print("| program, under the library | profiler overhead at the default rate (time with / without, median of per-round ratios) |")
+print("|---|---|")
+print(f"| advisor.c, no regions (about 25 GB/s allocated) | {med(a[2] / a[0] for a in adv):.3f}x |")
+names = {"rust_on": "Rust request workloads (--quick), a region per request",
+         "rust_off": "the same with RESIZEALLOC_REGION=off (all outside regions)",
+         "python": "python3, allocation-heavy JSON/dict script (about 2 s)"}
+for k, label in names.items():
+    rs = [list(map(float, r[1:])) for r in rows if r[0] == k]
+    print(f"| {label} | {med(b / a for a, b in rs):.3f}x |")
+PY
+cat "$OUT/results.md"

@@ -1,0 +1,408 @@
+//! The report at exit: region candidates ranked by bytes, whole-thread frames, the allocation
+//! sites to keep out of a region at each candidate, and the folded stacks of short-lived bytes
+//! (`stack;frames;... bytes`, which `flamegraph.pl`, inferno and speedscope read).
+//!
+//! It runs with the thread's profiler flag set, so what it allocates (names, the symbolizer's
+//! tables) is never sampled; it is the one part of the profiler that allocates.
+
+use std::collections::HashMap;
+use std::fmt::Write as _;
+
+use super::symbols::Symbolizer;
+use crate::profile::state::{self, Tables, NO_STACK};
+use crate::profile::{self, clock};
+use crate::{options, region, router};
+
+/// Candidates the report lists.
+const TOP: usize = 12;
+
+/// One function's share of the samples, summed over its call sites.
+#[derive(Default)]
+struct Function {
+    location: Option<String>,
+    temps: f64,
+    temp_bytes: f64,
+    sizes: [f64; state::SIZE_CLASSES],
+    life_ticks: f64,
+    life_bytes: f64,
+    whole: f64,
+    escapes: f64,
+    /// The replay's costs of an allocation and a free: the program's allocator, the arena.
+    pair_ns: Option<(f64, f64)>,
+    /// Allocation site (function and line) of blocks that outlived its calls: count, bytes.
+    escaped_from: HashMap<String, (f64, f64)>,
+}
+
+fn label(function: &str, location: &Option<String>) -> String {
+    match location {
+        Some(l) => format!("{function} ({l})"),
+        None => function.to_string(),
+    }
+}
+
+fn count(n: f64) -> String {
+    match n {
+        n if n >= 1e9 => format!("{:.1}G", n / 1e9),
+        n if n >= 1e6 => format!("{:.1}M", n / 1e6),
+        n if n >= 1e4 => format!("{:.1}K", n / 1e3),
+        n => format!("{n:.0}"),
+    }
+}
+
+fn bytes(n: f64) -> String {
+    match n {
+        n if n >= (1u64 << 30) as f64 => format!("{:.1} GiB", n / (1u64 << 30) as f64),
+        n if n >= (1u64 << 20) as f64 => format!("{:.1} MiB", n / (1u64 << 20) as f64),
+        n if n >= 1024.0 => format!("{:.1} KiB", n / 1024.0),
+        n => format!("{n:.0} B"),
+    }
+}
+
+fn seconds(ns: f64) -> String {
+    match ns.abs() {
+        a if a >= 1e9 => format!("{:.2} s", ns / 1e9),
+        a if a >= 1e6 => format!("{:.1} ms", ns / 1e6),
+        _ => format!("{:.0} us", ns / 1e3),
+    }
+}
+
+/// Blocks a replay allocates before freeing them, at most.
+const REPLAY_BLOCKS: usize = 512;
+/// Rounds of a replay (the median round counts).
+const REPLAY_ROUNDS: usize = 15;
+
+/// What the temporaries of a candidate cost an allocation and its free, in nanoseconds, at the
+/// program's allocator outside regions and in the arena inside one: `(next, arena)`.
+///
+/// Both are timed the same way, at exit, on the calling thread: a replay of the candidate's
+/// sizes (its size classes in proportion) with as many blocks live at once as its temporaries
+/// had on average (their mean life in bytes over their mean size), allocated and then freed
+/// in allocation order, the two allocators in turn in each round, the median of the rounds.
+/// `libc::malloc` is the program's allocator outside regions: the next allocator behind the
+/// preload library's routing, or glibc for a Rust program (`ResizeAlloc::wrap` of another
+/// allocator is not what it measures). None where the thread cannot open a region with an
+/// arena (already in one, no arena, process mode).
+fn replay_pair_ns(f: &Function, ns_per_tick: f64) -> Option<(f64, f64)> {
+    if region::region_depth() != 0 || f.temps <= 0.0 {
+        return None;
+    }
+    let mean = (f.temp_bytes / f.temps).max(1.0);
+    let live = ((f.life_bytes / f.temps) / mean).clamp(1.0, REPLAY_BLOCKS as f64) as usize;
+    // The sizes, in proportion to the classes' counts.
+    let total: f64 = f.sizes.iter().sum();
+    let mut sizes = Vec::with_capacity(live);
+    for (c, n) in f.sizes.iter().enumerate() {
+        let k = (n / total.max(1.0) * live as f64).round() as usize;
+        let top = state::class_size(c);
+        for i in 0..k {
+            // Spread over the class: from just above half its size to its size.
+            sizes.push(top / 2 + 1 + (top / 2 - 1) * (i + 1) / (k + 1));
+        }
+    }
+    sizes.truncate(live);
+    if sizes.is_empty() {
+        sizes.push(mean as usize);
+    }
+    let mut blocks = vec![core::ptr::null_mut::<u8>(); sizes.len()];
+    let mut next = Vec::with_capacity(REPLAY_ROUNDS);
+    let mut arena = Vec::with_capacity(REPLAY_ROUNDS);
+    for _ in 0..REPLAY_ROUNDS {
+        let t0 = clock::ticks();
+        for (b, &n) in blocks.iter_mut().zip(&sizes) {
+            // SAFETY: plain malloc; each block is freed below.
+            *b = unsafe { libc::malloc(n) } as *mut u8;
+        }
+        for &b in &blocks {
+            // SAFETY: a block malloc returned just above (or null).
+            unsafe { libc::free(b as *mut libc::c_void) };
+        }
+        let t1 = clock::ticks();
+        next.push(t1.wrapping_sub(t0));
+        region::region_begin();
+        let t0 = clock::ticks();
+        for (b, &n) in blocks.iter_mut().zip(&sizes) {
+            // SAFETY: a valid size and a power-of-two alignment.
+            *b = unsafe { router::alloc(n, 16) };
+        }
+        let mut in_arena = true;
+        for &b in &blocks {
+            if b.is_null() || !router::owns(b) {
+                in_arena = false; // `router::alloc` returns null outside an arena
+                continue;
+            }
+            // SAFETY: a live arena block allocated just above.
+            unsafe {
+                if !router::free_fast(b) {
+                    router::free_owned(b);
+                }
+            }
+        }
+        let t1 = clock::ticks();
+        let _ = region::region_end();
+        if !in_arena {
+            return None;
+        }
+        arena.push(t1.wrapping_sub(t0));
+    }
+    let median = |v: &mut Vec<u64>| {
+        v.sort_unstable();
+        v[v.len() / 2] as f64 * ns_per_tick / blocks.len() as f64
+    };
+    Some((median(&mut next), median(&mut arena)))
+}
+
+/// Writes the report and the folded stacks (the profiler's flag set: nothing is sampled).
+pub(super) fn write() {
+    let ns_per_tick = clock::ns_per_tick();
+    let run_ns = clock::run_ns();
+    let _g = state::LOCK.lock();
+    let Some(t) = state::tables() else { return };
+    t.drain_live(|t, rec| {
+        t.totals.live_at_exit += rec.weight;
+        t.close(&rec, 0, false, (0, 0));
+    });
+    let mut sym = Symbolizer::new();
+    let mut functions = by_function(t, &mut sym);
+    // The estimates of the listed candidates (the replays allocate: outside the lock's tables,
+    // with the profiler's flag set, so nothing is sampled).
+    let mut ranked: Vec<(String, f64)> = functions
+        .iter()
+        .filter(|(_, f)| f.temps > 0.0)
+        .map(|(n, f)| (n.clone(), f.temp_bytes))
+        .collect();
+    ranked.sort_by(|a, b| b.1.total_cmp(&a.1));
+    for (name, _) in ranked.iter().take(TOP) {
+        if let Some(f) = functions.get_mut(name) {
+            f.pair_ns = replay_pair_ns(f, ns_per_tick);
+        }
+    }
+    let path = String::from_utf8_lossy(options::profile_output()).into_owned();
+    let pid = std::process::id();
+    let path = if profile::in_forked_child() && !path.is_empty() {
+        format!("{path}.{pid}")
+    } else {
+        path
+    };
+    let folded = if path.is_empty() {
+        format!("resizealloc-profile.{pid}.folded")
+    } else {
+        format!("{path}.folded")
+    };
+    let folded_ok = std::fs::write(&folded, folded_stacks(t, &mut sym)).is_ok();
+    let text = text(
+        t,
+        &functions,
+        ns_per_tick,
+        run_ns,
+        folded_ok.then_some(folded.as_str()),
+    );
+    if path.is_empty() || std::fs::write(&path, &text).is_err() {
+        if !path.is_empty() {
+            crate::os::write_stderr(
+                b"resizealloc: profile: cannot write the report file; here it is\n",
+            );
+        }
+        crate::os::write_stderr(text.as_bytes());
+    }
+}
+
+/// The allocator's own frames, which a Rust program's stacks hold between the program's call and
+/// the profiler (`#[global_allocator]` has no object of its own to skip by address): left out of
+/// allocation sites and folded stacks.
+fn is_allocator_frame(function: &str) -> bool {
+    function.starts_with("resizealloc::")
+        || function.starts_with("<resizealloc::")
+        || function.starts_with("__rust_alloc")
+        || function.starts_with("__rust_realloc")
+        || function.starts_with("__rdl_")
+        || function.starts_with("alloc::alloc::")
+}
+
+/// The call sites' figures summed per function.
+fn by_function(t: &Tables, sym: &mut Symbolizer) -> HashMap<String, Function> {
+    let mut fs: HashMap<String, Function> = HashMap::new();
+    for e in t.sites.iter().filter(|e| e.ip != 0) {
+        let s = sym.lookup(e.ip);
+        let f = fs.entry(s.function).or_default();
+        if f.location.is_none() {
+            f.location = s.location;
+        }
+        f.temps += e.temps;
+        f.temp_bytes += e.temp_bytes;
+        for (a, b) in f.sizes.iter_mut().zip(e.sizes.iter()) {
+            *a += *b as f64;
+        }
+        f.life_ticks += e.life_ticks;
+        f.life_bytes += e.life_bytes;
+        f.whole += e.whole;
+        f.escapes += e.escapes;
+    }
+    for e in t.escapes.iter().filter(|e| e.ip != 0) {
+        let f = sym.lookup(e.ip).function;
+        let st = &t.stacks[e.stack as usize];
+        let Some(s) = st.ips[..st.len as usize]
+            .iter()
+            .rev()
+            .map(|ip| sym.lookup(*ip))
+            .find(|s| !is_allocator_frame(&s.function))
+        else {
+            continue;
+        };
+        if let Some(f) = fs.get_mut(&f) {
+            let k = label(&s.function, &s.location);
+            let v = f.escaped_from.entry(k).or_default();
+            v.0 += e.count;
+            v.1 += e.bytes;
+        }
+    }
+    fs
+}
+
+fn text(
+    t: &Tables,
+    fs: &HashMap<String, Function>,
+    ns_per_tick: f64,
+    run_ns: u64,
+    folded: Option<&str>,
+) -> String {
+    let tot = t.totals;
+    let all = tot.allocations.max(1.0);
+
+    let mut s = String::new();
+    let _ = writeln!(
+        s,
+        "resizealloc profile: {} run, {} samples (one per {} allocated on average, and every block of 1 MiB or more)",
+        seconds(run_ns as f64),
+        tot.samples,
+        bytes(profile::rate() as f64),
+    );
+    let _ = writeln!(
+        s,
+        "  outside regions: about {} allocations, {}; {:.1}% freed by another thread, {:.1}% live at exit{}",
+        count(tot.allocations),
+        bytes(tot.bytes),
+        100.0 * tot.other_thread / all,
+        100.0 * tot.live_at_exit / all,
+        if tot.dropped > 0 { format!("; {} samples dropped (tables full)", tot.dropped) } else { String::new() },
+    );
+    let mut cands: Vec<(&String, &Function)> = fs.iter().filter(|(_, f)| f.temps > 0.0).collect();
+    cands.sort_by(|a, b| b.1.temp_bytes.total_cmp(&a.1.temp_bytes));
+    let _ = writeln!(s, "\nRegion candidates: a region around each call of the function holds the whole life of these temporaries.");
+    let _ = writeln!(
+        s,
+        "  {:>4}  {:>11}  {:>10}  {:>6}  {:>8}  {:>11}  {:>10}  function",
+        "rank", "temporaries", "bytes", "share", "escapes", "est. saving", "mean life"
+    );
+    if cands.is_empty() {
+        let _ = writeln!(s, "  (none: no sampled block was freed inside a call below the thread's outermost frames)");
+    }
+    for (i, (name, f)) in cands.iter().take(TOP).enumerate() {
+        let saving = f.pair_ns.map(|(next, arena)| f.temps * (next - arena));
+        let life = if f.temps > 0.0 {
+            f.life_ticks * ns_per_tick / f.temps
+        } else {
+            0.0
+        };
+        let _ = writeln!(
+            s,
+            "  {:>4}  {:>11}  {:>10}  {:>5.1}%  {:>8}  {:>11}  {:>10}  {}",
+            i + 1,
+            count(f.temps),
+            bytes(f.temp_bytes),
+            100.0 * f.temps / all,
+            count(f.escapes),
+            saving.map(seconds).unwrap_or_else(|| "-".into()),
+            seconds(life),
+            label(name, &f.location),
+        );
+    }
+    let mut whole: Vec<(&String, &Function)> = fs.iter().filter(|(_, f)| f.whole > 0.0).collect();
+    whole.sort_by(|a, b| b.1.whole.total_cmp(&a.1.whole));
+    if !whole.is_empty() {
+        let _ = writeln!(s, "\nWhole-thread frames (on the stack since the thread's first sample: a region there is the thread's whole run, as RESIZEALLOC_REGION=process):");
+        for (name, f) in whole.iter().take(4) {
+            let _ = writeln!(
+                s,
+                "  {:>5.1}% of allocations  {}",
+                100.0 * f.whole / all,
+                label(name, &f.location)
+            );
+        }
+    }
+    let mut first = true;
+    for (name, f) in cands.iter().take(TOP) {
+        if f.escaped_from.is_empty() {
+            continue;
+        }
+        if first {
+            let _ = writeln!(s, "\nSites to keep outside a region at a candidate (their blocks outlive its call; allocate them before the region, or outside it):");
+            first = false;
+        }
+        let mut sites: Vec<_> = f.escaped_from.iter().collect();
+        sites.sort_by(|a, b| b.1 .1.total_cmp(&a.1 .1));
+        let _ = writeln!(s, "  {name}:");
+        for (site, (n, b)) in sites.iter().take(3) {
+            let _ = writeln!(
+                s,
+                "    {:>9} blocks, {:>10}  from {site}",
+                count(*n),
+                bytes(*b)
+            );
+        }
+    }
+    let first = cands.first().and_then(|(_, f)| f.pair_ns);
+    match first {
+        Some((next, arena)) => {
+            let _ = writeln!(
+                s,
+                "\nEstimated saving: the temporaries' count times what an allocation and its free cost outside a region less inside one, timed at exit on a replay of each candidate's sizes and live blocks (first candidate: {next:.1} against {arena:.1} ns a pair); a region's begin and end are not counted."
+            );
+        }
+        None => {
+            let _ = writeln!(s, "\nNo saving estimated: the arena's cost could not be measured at exit (the exiting thread is in a region, or has no arena, as in process mode).");
+        }
+    }
+    match folded {
+        Some(f) => {
+            let _ = writeln!(s, "Folded stacks of short-lived bytes: {f} (flamegraph.pl, inferno-flamegraph, speedscope)");
+        }
+        None => {
+            let _ = writeln!(s, "Folded stacks: could not write the file");
+        }
+    }
+    s
+}
+
+/// `frame;frame;... bytes` per allocation stack, root first, of blocks that died inside a call
+/// below the thread's outermost frames.
+fn folded_stacks(t: &Tables, sym: &mut Symbolizer) -> String {
+    let mut lines: HashMap<String, f64> = HashMap::new();
+    for (i, e) in t.stacks.iter().enumerate() {
+        if !e.used || e.short_bytes < 0.5 || i as u32 == NO_STACK {
+            continue;
+        }
+        let names: Vec<String> = e.ips[..e.len as usize]
+            .iter()
+            .map(|ip| sym.lookup(*ip).function)
+            .collect();
+        let keep = names.len()
+            - names
+                .iter()
+                .rev()
+                .take_while(|n| is_allocator_frame(n))
+                .count();
+        let key = names[..keep]
+            .iter()
+            .map(|n| n.replace(';', ":"))
+            .collect::<Vec<_>>()
+            .join(";");
+        *lines.entry(key).or_default() += e.short_bytes;
+    }
+    let mut v: Vec<_> = lines.into_iter().collect();
+    v.sort_by(|a, b| a.0.cmp(&b.0));
+    let mut s = String::new();
+    for (k, n) in v {
+        let _ = writeln!(s, "{k} {}", n.round() as u64);
+    }
+    s
+}
