@@ -83,16 +83,17 @@ fn realloc_moving(p: *mut c_void, size: usize, site: usize) -> *mut c_void {
     realloc_next(p, size)
 }
 
-/// Blocks of the next allocator from this size on grow with slack in process mode.
+/// Blocks of the next allocator from this size on grow with slack.
 const SLACK_FROM: usize = 128 << 10;
 
-/// The next allocator's `realloc` of its block `p`. In process mode a large block that grows
-/// gets half as much again, and one that still fits stays, so that a buffer appended to a
+/// The next allocator's `realloc` of its block `p`. A large block that grows gets half as much
+/// again, and one that still fits stays, so that a buffer appended to a
 /// little at a time moves a logarithmic number of times: glibc's `mremap` grows it in place
 /// only while the address space above it is free, and otherwise moved it at every page (up to
-/// ninety times for 2 MiB, depending on where the kernel put the mappings around it).
+/// ninety times for 2 MiB, depending on where the kernel put the mappings around it, the
+/// library's reservations among them).
 fn realloc_next(p: *mut c_void, size: usize) -> *mut c_void {
-    if size < SLACK_FROM || !router::process_mode() {
+    if size < SLACK_FROM {
         return real::realloc(p, size);
     }
     let usable = real::usable_size(p);

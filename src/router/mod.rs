@@ -281,12 +281,6 @@ pub fn alloc_routed_away(size: usize) -> *mut u8 {
     alloc_small(size)
 }
 
-/// True in process mode (`RESIZEALLOC_REGION=process`): one load.
-#[inline(always)]
-pub fn process_mode() -> bool {
-    MODE.load(Ordering::Relaxed) & MODE_PROCESS != 0
-}
-
 /// True when `p` is a small-block heap block (one range check).
 #[inline(always)]
 pub fn owns_small(p: *mut u8) -> bool {
