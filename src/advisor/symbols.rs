@@ -42,17 +42,7 @@ impl Symbolizer {
         ) -> libc::c_int {
             // SAFETY: `data` is the Vec passed below; the loader passes a valid info block.
             let (objects, info) = unsafe { (&mut *(data as *mut Vec<Object>), &*info) };
-            let mut lo = usize::MAX;
-            let mut hi = 0;
-            for i in 0..info.dlpi_phnum as usize {
-                // SAFETY: `dlpi_phnum` headers follow `dlpi_phdr`.
-                let ph = unsafe { &*info.dlpi_phdr.add(i) };
-                if ph.p_type == libc::PT_LOAD {
-                    let start = info.dlpi_addr as usize + ph.p_vaddr as usize;
-                    lo = lo.min(start);
-                    hi = hi.max(start + ph.p_memsz as usize);
-                }
-            }
+            let (lo, hi) = crate::profile::loaded_range(info);
             let name = if info.dlpi_name.is_null() {
                 String::new()
             } else {

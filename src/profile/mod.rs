@@ -94,6 +94,22 @@ pub(crate) fn in_forked_child() -> bool {
 }
 static CHILD: AtomicBool = AtomicBool::new(false);
 
+/// The addresses an object's loadable segments span, `[lo, hi)` (empty: `lo >= hi`).
+pub(crate) fn loaded_range(info: &libc::dl_phdr_info) -> (usize, usize) {
+    let mut lo = usize::MAX;
+    let mut hi = 0;
+    for i in 0..info.dlpi_phnum as usize {
+        // SAFETY: the loader's info block has `dlpi_phnum` program headers at `dlpi_phdr`.
+        let ph = unsafe { &*info.dlpi_phdr.add(i) };
+        if ph.p_type == libc::PT_LOAD {
+            let start = info.dlpi_addr as usize + ph.p_vaddr as usize;
+            lo = lo.min(start);
+            hi = hi.max(start + ph.p_memsz as usize);
+        }
+    }
+    (lo, hi)
+}
+
 /// The address range of the shared object that holds this code, when that is not the main
 /// program (the preload library): its frames are the library's own.
 fn own_code_range() {
@@ -105,17 +121,7 @@ fn own_code_range() {
         let me = own_code_range as *const () as usize;
         // SAFETY: the loader passes a valid info block with `dlpi_phnum` program headers.
         let info = unsafe { &*info };
-        let mut lo = usize::MAX;
-        let mut hi = 0;
-        for i in 0..info.dlpi_phnum as usize {
-            // SAFETY: as above.
-            let ph = unsafe { &*info.dlpi_phdr.add(i) };
-            if ph.p_type == libc::PT_LOAD {
-                let start = info.dlpi_addr as usize + ph.p_vaddr as usize;
-                lo = lo.min(start);
-                hi = hi.max(start + ph.p_memsz as usize);
-            }
-        }
+        let (lo, hi) = loaded_range(info);
         if me < lo || me >= hi {
             return 0;
         }
