@@ -84,6 +84,31 @@ fn checksum(out: &Output) -> String {
         .to_string()
 }
 
+/// The report's count of stacks from the fast walk and from the unwinder.
+fn walks(report: &str) -> (u64, u64) {
+    let line = report
+        .lines()
+        .find(|l| l.trim_start().starts_with("call stacks:"))
+        .unwrap_or_else(|| panic!("no count of stacks:\n{report}"));
+    let n: Vec<u64> = line
+        .split_whitespace()
+        .filter_map(|w| w.parse().ok())
+        .collect();
+    assert_eq!(n.len(), 2, "{line}");
+    (n[0], n[1])
+}
+
+/// glibc 2.35 or later (`_dl_find_object`, which the fast walk needs).
+fn glibc_has_dl_find_object() -> bool {
+    let out = Command::new("getconf").arg("GNU_LIBC_VERSION").output();
+    let Ok(out) = out else { return false };
+    let v = String::from_utf8_lossy(&out.stdout);
+    let mut parts = v.trim().trim_start_matches("glibc ").split('.');
+    let major: u32 = parts.next().and_then(|p| p.parse().ok()).unwrap_or(0);
+    let minor: u32 = parts.next().and_then(|p| p.parse().ok()).unwrap_or(0);
+    (major, minor) >= (2, 35)
+}
+
 #[test]
 fn names_the_two_temporary_functions_by_bytes_and_not_the_builder() {
     for threads in ["1", "2"] {
@@ -114,6 +139,13 @@ fn names_the_two_temporary_functions_by_bytes_and_not_the_builder() {
             report.contains("advisor.c:"),
             "file:line from the debug info:\n{report}"
         );
+        let (fast, unwound) = walks(&report);
+        if glibc_has_dl_find_object() {
+            assert!(
+                fast > 0 && unwound == 0,
+                "every stack from the fast walk:\n{report}"
+            );
+        }
         let folded = std::fs::read_to_string(path.with_extension("folded"))
             .or_else(|_| std::fs::read_to_string(format!("{}.folded", path.display())))
             .unwrap();

@@ -285,6 +285,11 @@ fn text(
         100.0 * tot.live_at_exit / all,
         if tot.dropped > 0 { format!("; {} samples dropped (tables full)", tot.dropped) } else { String::new() },
     );
+    let _ = writeln!(
+        s,
+        "  call stacks: {} from cached unwind rules, {} from the unwinder (libgcc_s)",
+        tot.fast_walks, tot.unwinder_walks,
+    );
     let mut cands: Vec<(&String, &Function)> = fs.iter().filter(|(_, f)| f.temps > 0.0).collect();
     cands.sort_by(|a, b| b.1.temp_bytes.total_cmp(&a.1.temp_bytes));
     let _ = writeln!(s, "\nRegion candidates: a region around each call of the function holds the whole life of these temporaries.");

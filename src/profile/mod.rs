@@ -3,7 +3,8 @@
 //! reports the *region candidates*: the innermost calls that held the whole life of their
 //! temporaries (see `docs/advisor.md`).
 //!
-//! Files, each importing only those before it: `clock.rs` (ticks), `stack.rs` (the unwinder),
+//! Files, each importing only those before it: `clock.rs` (ticks), `unwind.rs` (the fast stack
+//! walk over cached unwind rules), `stack.rs` (call stacks, from it or the unwinder),
 //! `state.rs` (the fixed tables and the per-thread history), this file (the front ends' hooks,
 //! the countdown, the start). The report at exit is the advisor's (`advisor/`), which the front
 //! ends register.
@@ -27,6 +28,7 @@
 pub(crate) mod clock;
 mod stack;
 pub(crate) mod state;
+mod unwind;
 
 use core::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, AtomicUsize, Ordering};
 
@@ -73,6 +75,7 @@ fn start_once() {
     inside(|| {
         RATE.store(crate::options::profile_rate().max(1), Ordering::Relaxed);
         own_code_range();
+        unwind::start();
         clock::start();
         // Registered after the core crate's own handlers (fork.rs), so that glibc runs this
         // prepare first: the profiler's lock is taken before the slot table's and the heap's
@@ -218,6 +221,12 @@ fn own_code() -> (usize, usize) {
 
 /// The stack buffers of the samples being recorded (one sample at a time: under the lock).
 static SCRATCH: Guarded<Stack> = Guarded::new(Stack::empty());
+/// The fast stack walk's rules (under the lock).
+static RULES: Guarded<unwind::Cache> = Guarded::new(unwind::Cache::new());
+const _: () = assert!(
+    state::PROFILE_BYTES + unwind::CACHE_BYTES < 16 << 20,
+    "the profile's memory stays under 16 MiB"
+);
 
 /// A request that [`take_sample`] picked: `next` serves it and the block is recorded.
 /// The front end calls it from the function whose frame is the innermost one the stacks keep
@@ -233,14 +242,25 @@ pub fn sampled_alloc(size: usize, next: impl FnOnce() -> *mut u8) -> *mut u8 {
     p
 }
 
+/// The calling thread's stack above the frame at `above`, into the scratch buffer, counted by
+/// the walk that took it. The caller holds the lock (`t` is the tables it guards).
+fn capture(t: &mut state::Tables, above: usize) -> &'static mut Stack {
+    // SAFETY: the caller holds LOCK, which guards both buffers.
+    let (s, rules) = unsafe { (SCRATCH.get(), RULES.get()) };
+    if stack::capture(s, above, own_code(), rules) {
+        t.totals.fast_walks += 1;
+    } else {
+        t.totals.unwinder_walks += 1;
+    }
+    s
+}
+
 fn record_alloc(p: usize, size: usize, born_ticks: u64, above: usize) {
     let ts = region::state();
     let serial = ts.profile_slot.get();
     let _g = state::LOCK.lock();
     let Some(t) = state::tables() else { return };
-    // SAFETY: LOCK is held.
-    let s = unsafe { SCRATCH.get() };
-    stack::capture(s, above, own_code());
+    let s = capture(t, above);
     let w = weight(size);
     t.totals.samples += 1;
     t.totals.allocations += w;
@@ -304,9 +324,7 @@ fn record_free(rec: &Live, now: u64, above: usize) {
         t.close(rec, 0, false, (0, 0));
         return;
     }
-    // SAFETY: LOCK is held.
-    let s = unsafe { SCRATCH.get() };
-    stack::capture(s, above, own_code());
+    let s = capture(t, above);
     let total = {
         let e = &t.stacks[rec.stack as usize];
         e.base as usize + e.len as usize

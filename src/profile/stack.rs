@@ -1,7 +1,8 @@
-//! Call stacks for the profiler, from the unwinder (`_Unwind_Backtrace` in libgcc_s, which reads
-//! the `.eh_frame` tables every x86-64 object has, so it needs no frame pointers). It does not
-//! allocate; should it ever call `malloc`, the thread's profiler flag keeps that call out of the
-//! samples.
+//! Call stacks for the profiler, from the `.eh_frame` tables every x86-64 object has, so no frame
+//! pointers are needed: the fast walk of `unwind.rs` with its cache of rules, or where it
+//! declines, the unwinder (`_Unwind_Backtrace` in libgcc_s), which gives the same frames. Neither
+//! allocates; should the unwinder ever call `malloc`, the thread's profiler flag keeps that call
+//! out of the samples.
 //!
 //! A frame is its instruction pointer (a return address, but for the innermost) and the stack
 //! address the unwinder gives for it (`_Unwind_GetCFA`: the frame's stack pointer at its call
@@ -12,6 +13,8 @@
 //! which the per-thread history of `state.rs` tells apart).
 
 use core::ffi::{c_int, c_void};
+
+use super::unwind::{self, Cache};
 
 /// Frames kept per stack: the innermost ones (deeper stacks keep their depth, see [`Stack`]).
 pub(crate) const MAX_FRAMES: usize = 64;
@@ -108,6 +111,27 @@ struct Walk<'a> {
     own: (usize, usize),
 }
 
+impl Walk<'_> {
+    /// Takes one frame as either walker gives it; false to stop.
+    fn frame(&mut self, ip: usize, cfa: usize) -> bool {
+        if ip == 0 {
+            return false;
+        }
+        if cfa <= self.above {
+            return true;
+        }
+        if self.out.total == 0 && ip >= self.own.0 && ip < self.own.1 {
+            return true;
+        }
+        if self.out.len < MAX_FRAMES {
+            self.out.frames[self.out.len] = Frame { ip, cfa };
+            self.out.len += 1;
+        }
+        self.out.total += 1;
+        self.out.total < MAX_DEPTH
+    }
+}
+
 extern "C" fn trace(ctx: *mut UnwindContext, arg: *mut c_void) -> c_int {
     // SAFETY: `arg` is the `Walk` that `capture` passed, alive for the whole walk; `ctx` is the
     // unwinder's context for this frame.
@@ -118,36 +142,134 @@ extern "C" fn trace(ctx: *mut UnwindContext, arg: *mut c_void) -> c_int {
             _Unwind_GetCFA(ctx),
         )
     };
-    if ip == 0 {
-        return STOP;
-    }
-    if cfa <= w.above {
-        return GO_ON;
-    }
-    if w.out.total == 0 && ip >= w.own.0 && ip < w.own.1 {
-        return GO_ON;
-    }
-    if w.out.len < MAX_FRAMES {
-        w.out.frames[w.out.len] = Frame { ip, cfa };
-        w.out.len += 1;
-    }
-    w.out.total += 1;
-    if w.out.total >= MAX_DEPTH {
-        STOP
-    } else {
+    if w.frame(ip, cfa) {
         GO_ON
+    } else {
+        STOP
     }
 }
 
 /// The calling thread's stack above the function whose frame holds the stack address `above`
 /// (the profiler's entry point, whose caller is the front end or the program), without the
-/// library's own frames.
-pub(crate) fn capture(out: &mut Stack, above: usize, own: (usize, usize)) {
+/// library's own frames: from the fast walk of `unwind.rs` where it can follow every frame,
+/// else from the unwinder. True when the fast walk took it.
+pub(crate) fn capture(
+    out: &mut Stack,
+    above: usize,
+    own: (usize, usize),
+    cache: &mut Cache,
+) -> bool {
     out.len = 0;
     out.total = 0;
     let mut w = Walk { out, above, own };
-    // SAFETY: `trace` matches the callback type and only touches `w` through `arg`.
-    unsafe { _Unwind_Backtrace(trace, &mut w as *mut Walk as *mut c_void) };
+    #[cfg(target_arch = "x86_64")]
+    let fast = unwind::walk(cache, MAX_DEPTH + MAX_FRAMES, |ip, cfa| w.frame(ip, cfa))
+        == unwind::Walked::Done;
+    #[cfg(not(target_arch = "x86_64"))]
+    let fast = {
+        let _ = cache;
+        false
+    };
+    if !fast {
+        w.out.len = 0;
+        w.out.total = 0;
+        // SAFETY: `trace` matches the callback type and only touches `w` through `arg`.
+        unsafe { _Unwind_Backtrace(trace, &mut w as *mut Walk as *mut c_void) };
+    }
     let s = w.out;
     s.frames[..s.len].reverse();
+    fast
+}
+
+#[cfg(all(test, target_arch = "x86_64"))]
+mod tests {
+    use super::*;
+
+    /// Both walkers, from the same frame: the fast walk, and the unwinder alone.
+    #[inline(never)]
+    fn both(cache: &mut Cache) -> (Stack, Stack, bool) {
+        let marker = 0u8;
+        let above = core::hint::black_box(&marker) as *const u8 as usize;
+        let mut fast = Stack::empty();
+        let mut w = Walk {
+            out: &mut fast,
+            above,
+            own: (0, 0),
+        };
+        let done = unwind::walk(cache, MAX_DEPTH + MAX_FRAMES, |ip, cfa| w.frame(ip, cfa))
+            == unwind::Walked::Done;
+        let mut slow = Stack::empty();
+        let mut w = Walk {
+            out: &mut slow,
+            above,
+            own: (0, 0),
+        };
+        // SAFETY: as in `capture`.
+        unsafe { _Unwind_Backtrace(trace, &mut w as *mut Walk as *mut c_void) };
+        core::hint::black_box(&marker);
+        (fast, slow, done)
+    }
+
+    fn same(a: &Stack, b: &Stack) -> bool {
+        a.len == b.len && a.total == b.total && a.frames[..a.len] == b.frames[..b.len]
+    }
+
+    #[inline(never)]
+    fn nested(depth: usize, cache: &mut Cache) -> (Stack, Stack, bool) {
+        if depth == 0 {
+            return both(cache);
+        }
+        let r = nested(depth - 1, cache);
+        core::hint::black_box(depth);
+        r
+    }
+
+    #[test]
+    fn the_fast_walk_gives_the_unwinders_frames() {
+        unwind::start();
+        let mut cache = Box::new(Cache::new());
+        for depth in [0, 3, 40, 300] {
+            // Twice: once reading the tables, once from the cache.
+            for _ in 0..2 {
+                let (fast, slow, done) = nested(depth, &mut cache);
+                assert!(done, "the fast walk declined at depth {depth}");
+                assert!(slow.total > depth.min(MAX_DEPTH - 8));
+                assert!(
+                    same(&fast, &slow),
+                    "depth {depth}: {} / {} frames against {} / {}",
+                    fast.len,
+                    fast.total,
+                    slow.len,
+                    slow.total
+                );
+            }
+        }
+    }
+
+    /// Through frames of the C library (its `qsort` calls back into the comparison).
+    #[test]
+    fn the_fast_walk_crosses_the_c_library() {
+        use std::cell::RefCell;
+        thread_local! {
+            static SEEN: RefCell<Option<(Stack, Stack, bool)>> = const { RefCell::new(None) };
+            static CACHE: RefCell<Option<Box<Cache>>> = const { RefCell::new(None) };
+        }
+        extern "C" fn compare(a: *const c_void, b: *const c_void) -> c_int {
+            CACHE.with(|c| {
+                let mut c = c.borrow_mut();
+                let cache = c.get_or_insert_with(|| Box::new(Cache::new()));
+                SEEN.with(|s| *s.borrow_mut() = Some(both(cache)));
+            });
+            // SAFETY: qsort passes pointers to two elements of the array, u32s.
+            unsafe { (*(a as *const u32)).cmp(&*(b as *const u32)) as c_int }
+        }
+        unwind::start();
+        let mut v = [5u32, 3, 9, 1];
+        // SAFETY: the array, its length and element size; the comparison reads two elements.
+        unsafe { libc::qsort(v.as_mut_ptr().cast(), v.len(), 4, Some(compare)) };
+        assert_eq!(v, [1, 3, 5, 9]);
+        let (fast, slow, done) = SEEN.with(|s| s.borrow_mut().take()).unwrap();
+        assert!(done, "the fast walk declined through qsort");
+        assert!(same(&fast, &slow));
+    }
 }

@@ -149,6 +149,9 @@ pub(crate) struct Totals {
     pub(crate) live_at_exit: f64,
     /// Samples lost to a full table.
     pub(crate) dropped: u64,
+    /// Call stacks taken by the fast walk, and by the unwinder where it declined.
+    pub(crate) fast_walks: u64,
+    pub(crate) unwinder_walks: u64,
 }
 
 pub(crate) struct Tables {
@@ -163,10 +166,8 @@ pub(crate) struct Tables {
 
 /// The bytes the tables take (the profile's memory bound, with the filter's 16 KiB).
 pub const TABLE_BYTES: usize = mem::size_of::<Tables>();
-const _: () = assert!(
-    TABLE_BYTES + (1 << FILTER_BITS) < 16 << 20,
-    "the profile's memory stays under 16 MiB"
-);
+/// The tables and the filter: the profile's memory but for the stack walk's rule cache.
+pub(crate) const PROFILE_BYTES: usize = TABLE_BYTES + (1 << FILTER_BITS);
 
 /// The tables, mapped on first use; null when the mapping failed. The caller holds [`LOCK`].
 pub(crate) fn tables() -> Option<&'static mut Tables> {
