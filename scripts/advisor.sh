@@ -6,10 +6,10 @@
 #     calls saves (the loop's time without regions less with them, the library preloaded both
 #     times, without the profiler);
 #  2. its overhead at the default rate: the same programs with and without the profiler, all
-#     under the library: advisor.c without regions, the Rust request workloads
-#     (examples/workloads: JSON, tree, text, CSV under ResizeAlloc) with regions and with
-#     RESIZEALLOC_REGION=off (everything outside regions, as an unmodified program), and python3
-#     on an allocation-heavy script.
+#     under the library: advisor.c without regions, the benchmark matrix's C program
+#     (scripts/matrix.c) and its Rust request workloads (examples/workloads: JSON, tree, text,
+#     CSV under ResizeAlloc), each with its regions and with RESIZEALLOC_REGION=off (everything
+#     outside regions, as an unmodified program), and python3 on an allocation-heavy script.
 # Whole processes are timed, so the report at exit (symbolising the stacks) counts too.
 # Interleaved over ROUNDS rounds; medians (of per-round ratios for the overhead).
 #   ROUNDS=5 (default)
@@ -26,6 +26,7 @@ SO=$ROOT/target/release/libresizealloc.so
 # The interpreter itself (a pyenv shim is a shell script: it would be measured, and profiled).
 PY=$(python3 -c 'import sys; print(sys.executable)')
 cc -O2 -g -pthread -o "$OUT/advisor" preload/tests/c/advisor.c -ldl
+gcc -std=gnu11 -O2 -Wall -o "$OUT/matrix" scripts/matrix.c -ldl -lm
 cat >"$OUT/alloc_heavy.py" <<'PY'
 # Allocation-heavy Python: JSON documents parsed, walked and rebuilt; dicts, lists, strings.
 import json, random
@@ -55,8 +56,11 @@ for ((r = 1; r <= ROUNDS; r++)); do
                  v = $7; u = $8; m = (u == "s") ? 1e9 : (u == "ms") ? 1e6 : 1e3; print v * m; exit }' "$OUT/report")
     echo "advisor $plain $region $profiled $est" >>"$RAW"
     for mode in on off; do
-        t0=$(now); RESIZEALLOC_REGION=$mode target/release/examples/workloads_resize --quick >/dev/null; t1=$(now)
-        RESIZEALLOC_PROFILE=$OUT/report-rust RESIZEALLOC_REGION=$mode target/release/examples/workloads_resize --quick >/dev/null; t2=$(now)
+        t0=$(now); RESIZEALLOC_REGION=$mode LD_PRELOAD=$SO "$OUT/matrix" >/dev/null; t1=$(now)
+        RESIZEALLOC_PROFILE=$OUT/report-matrix RESIZEALLOC_REGION=$mode LD_PRELOAD=$SO "$OUT/matrix" >/dev/null; t2=$(now)
+        echo "c_$mode $((t1 - t0)) $((t2 - t1))" >>"$RAW"
+        t0=$(now); RESIZEALLOC_REGION=$mode target/release/examples/workloads_resize >/dev/null; t1=$(now)
+        RESIZEALLOC_PROFILE=$OUT/report-rust RESIZEALLOC_REGION=$mode target/release/examples/workloads_resize >/dev/null; t2=$(now)
         echo "rust_$mode $((t1 - t0)) $((t2 - t1))" >>"$RAW"
     done
     t0=$(now); LD_PRELOAD=$SO "$PY" "$OUT/alloc_heavy.py" >/dev/null; t1=$(now)
@@ -82,7 +86,9 @@ print()
 print("| program, under the library | profiler overhead at the default rate (time with / without, median of per-round ratios) |")
 print("|---|---|")
 print(f"| advisor.c, no regions (about 25 GB/s allocated) | {med(a[2] / a[0] for a in adv):.3f}x |")
-names = {"rust_on": "Rust request workloads (--quick), a region per request",
+names = {"c_on": "C benchmark matrix (scripts/matrix.c), a region per step",
+         "c_off": "the same with RESIZEALLOC_REGION=off (all outside regions)",
+         "rust_on": "Rust request workloads (examples/workloads), a region per request",
          "rust_off": "the same with RESIZEALLOC_REGION=off (all outside regions)",
          "python": "python3, allocation-heavy JSON/dict script (about 2 s)"}
 for k, label in names.items():

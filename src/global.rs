@@ -52,13 +52,20 @@ impl<A: GlobalAlloc> ResizeAlloc<A> {
     }
 
     /// An allocation outside regions while the profiler runs: a sampled one from `next`
-    /// (timed and recorded), the rest where the mode sends it.
+    /// (timed and recorded), the rest where the mode sends it (in markers and off mode, `next`
+    /// at once).
     #[inline(never)]
     fn alloc_profiled(&self, layout: Layout) -> *mut u8 {
+        // A thread's first allocation comes here (the program's first, before `main`), so the
+        // report is due even if every later allocation is made inside regions.
+        crate::advisor::register();
         if profile::take_sample(layout.size()) {
-            crate::advisor::register();
             // SAFETY: the GlobalAlloc caller's layout, forwarded.
             return profile::sampled_alloc(layout.size(), || unsafe { self.next.alloc(layout) });
+        }
+        if crate::mode::passes_through() {
+            // SAFETY: as above.
+            return unsafe { self.next.alloc(layout) };
         }
         let ts = region::state();
         if ts.flags.get() & region::JOINED != 0 {
@@ -88,12 +95,16 @@ impl<A: GlobalAlloc> ResizeAlloc<A> {
     /// [`alloc_profiled`](Self::alloc_profiled)).
     #[inline(never)]
     fn alloc_zeroed_profiled(&self, layout: Layout) -> *mut u8 {
+        crate::advisor::register();
         if profile::take_sample(layout.size()) {
-            crate::advisor::register();
             // SAFETY: the GlobalAlloc caller's layout, forwarded.
             return profile::sampled_alloc(layout.size(), || unsafe {
                 self.next.alloc_zeroed(layout)
             });
+        }
+        if crate::mode::passes_through() {
+            // SAFETY: as above.
+            return unsafe { self.next.alloc_zeroed(layout) };
         }
         let ts = region::state();
         if ts.flags.get() & region::JOINED != 0 {

@@ -27,6 +27,13 @@ pub(crate) const MODE_OFF: u8 = 4;
 /// Modes the pass-through allocation path must look at.
 pub(crate) const MODE_ATTENTION: u8 = MODE_UNINIT | MODE_PROCESS;
 
+/// True when the mode is known and sends allocations outside regions to the next allocator
+/// (markers or off): one load.
+#[inline(always)]
+pub(crate) fn passes_through() -> bool {
+    MODE.load(Ordering::Relaxed) & MODE_ATTENTION == 0
+}
+
 /// Frees that go to the next allocator need a look when this is not zero: `WATCH_PROCESS`
 /// while the mode is process mode (they are sampled), `WATCH_FRONT_END` once a front end asked
 /// (it served blocks itself that must not reach the next allocator). Zero otherwise, so the
@@ -38,12 +45,23 @@ pub(crate) const WATCH_FRONT_END: u8 = 2;
 /// The small-block heap (slab/) exists: its blocks must not reach the next allocator.
 pub(crate) const WATCH_SLAB: u8 = 4;
 /// The allocation profiler runs: a free may be of a sampled block (profile/).
-pub(crate) const WATCH_PROFILE: u8 = 8;
+pub const WATCH_PROFILE: u8 = 8;
 
 /// True while the allocation profiler runs (`RESIZEALLOC_PROFILE`): threads outside regions
 /// are then never settled (`region::outside_value` is null), so that every allocation outside
 /// a region passes the profiler's countdown (profile/).
 pub(crate) static PROFILE: AtomicBool = AtomicBool::new(false);
+
+/// 1 while the profiler runs in markers or off mode: an allocation of a thread with no route
+/// (`active` null) then needs only the profiler's countdown on its way to the next allocator,
+/// which the preload library's `malloc` runs in assembly (hence public, read-only outside the
+/// crate). 0 otherwise: the router looks at everything.
+pub static COUNTDOWN_ONLY: Published<AtomicU8> = Published::new(AtomicU8::new(0));
+
+fn update_countdown_only() {
+    let on = PROFILE.load(Ordering::Relaxed) && passes_through();
+    COUNTDOWN_ONLY.atomic().store(on as u8, Ordering::Relaxed);
+}
 
 /// Starts the profiler's routing: unsettled threads, watched frees.
 pub(crate) fn profile_started() {
@@ -51,6 +69,7 @@ pub(crate) fn profile_started() {
     FOREIGN_WATCH
         .atomic()
         .fetch_or(WATCH_PROFILE, Ordering::Relaxed);
+    update_countdown_only();
 }
 
 /// Called when the small-block heap makes its reservation, before its first block is handed out.
@@ -68,6 +87,7 @@ pub(crate) fn mode_changed(m: RegionMode) {
         RegionMode::Off => MODE_OFF,
     };
     MODE.store(bits, Ordering::Relaxed);
+    update_countdown_only();
     if bits & MODE_PROCESS != 0 {
         FOREIGN_WATCH
             .atomic()

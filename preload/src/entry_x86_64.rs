@@ -7,6 +7,8 @@
 //!   `malloc_at` and `router::malloc`.
 //! * `free`: the owner's LIFO free at `below_top`. Twin: the LIFO branch of
 //!   `Arena::try_free_local_fast` with `Arena::release_top`, through `malloc.rs`'s `free`.
+//! * the profiler's common cases outside regions: `malloc`'s countdown and `free`'s filter
+//!   test. Twins: the first branches of `malloc_unrouted` and `free_foreign_watched`.
 //! * `with_site!`: `calloc`, `realloc`, `__libc_*` (and `malloc` in the twin build) load the
 //!   caller's return address.
 //!   Twin: `entry.rs`'s `with_site!`, which passes 0.
@@ -172,9 +174,28 @@ mod alloc_free {
                     // `real::MALLOC` always holds a callable `malloc` (the next object's, or the
                     // resolver).
                     "jmp qword ptr [rip + {next}]",
+                    // No route (rdx null) while only the profiler's countdown stands between
+                    // the thread and the next allocator: count the request down (rax still
+                    // holds the TLS offset), unless it is to be sampled.
                     "2:",
+                    "test rdx, rdx",
+                    "jnz 7f",
+                    "cmp byte ptr [rip + {countdown_only}], 0",
+                    "je 7f",
+                    "mov ecx, dword ptr fs:[rax + {sample_left}]",
+                    "cmp rdi, rcx",
+                    "jae 7f",
+                    "cmp rdi, {always_sampled}",
+                    "jae 7f",
+                    "sub ecx, edi",
+                    "mov dword ptr fs:[rax + {sample_left}], ecx",
+                    "jmp qword ptr [rip + {next}]",
+                    "7:",
                     "mov rsi, qword ptr [rsp]",
                     "jmp {unsettled}",
+                    countdown_only = sym resizealloc::mode::COUNTDOWN_ONLY,
+                    sample_left = const resizealloc::region::SAMPLE_LEFT_OFFSET,
+                    always_sampled = const resizealloc::profile::ALWAYS_SAMPLED,
                     predict = const resizealloc::region::PREDICT_BITS,
                     settled = const resizealloc::region::SETTLED_BITS,
                     // `is_small_request`: `size - 1` at most a page less two (0 wraps past it).
@@ -249,12 +270,31 @@ mod alloc_free {
                     "mov qword ptr [rsi + {peak_top}], rdx",
                     "jmp 2b",
                     "3:",
-                    "cmp byte ptr [rip + {watch}], 0",
-                    "jne {watched}",
+                    "movzx eax, byte ptr [rip + {watch}]",
+                    "test eax, eax",
+                    "jnz 8f",
                     // `real::FREE` always holds a callable `free` (the next object's, or the
                     // resolver); no bootstrap block exists while the watch flags are clear
                     // (`WATCH_FRONT_END`).
                     "jmp qword ptr [rip + {next}]",
+                    // Only the profiler watches (no bootstrap block either): a block whose
+                    // filter slot is zero was not sampled, and goes straight on.
+                    "8:",
+                    "cmp eax, {watch_profile}",
+                    "jne {watched}",
+                    "mov rax, rdi",
+                    "shr rax, 4",
+                    "movabs rcx, {filter_multiplier}",
+                    "imul rax, rcx",
+                    "shr rax, {filter_shift}",
+                    "lea rcx, [rip + {filter}]",
+                    "cmp byte ptr [rcx + rax], 0",
+                    "jne {watched}",
+                    "jmp qword ptr [rip + {next}]",
+                    watch_profile = const resizealloc::mode::WATCH_PROFILE,
+                    filter_multiplier = const resizealloc::profile::FILTER_MULTIPLIER as i64,
+                    filter_shift = const 64 - resizealloc::profile::FILTER_BITS,
+                    filter = sym resizealloc::profile::FILTER,
                     len = sym resizealloc::reservation::LEN,
                     base = sym resizealloc::reservation::BASE,
                     watch = sym resizealloc::mode::FOREIGN_WATCH,
@@ -290,8 +330,12 @@ mod alloc_free {
     ///   register holds whatever the program left there);
     /// * a thread outside regions whose mode is known (`SETTLED`) jumps straight to the next
     ///   allocator's `malloc` (seven instructions, two taken branches);
-    /// * the rest (first use, process mode) go to [`malloc_unsettled`], with the site (the
-    ///   return address) in the second argument register. Only that path uses a site: an
+    /// * a thread with no route while the profiler runs in markers or off mode
+    ///   (`mode::COUNTDOWN_ONLY`) counts the request down from its `sample_left` and jumps to
+    ///   the next allocator's `malloc`, unless the request is to be sampled (the common case of
+    ///   `malloc_unrouted` and `profile::take_sample`, its twin);
+    /// * the rest (first use, process mode, a sample) go to [`malloc_unsettled`], with the site
+    ///   (the return address) in the second argument register. Only that path uses a site: an
     ///   arena's slow path needs none, so the others do not load it.
     ///
     /// [`Arena::try_alloc_fast_small`]: resizealloc::arena::Arena::try_alloc_fast_small
@@ -321,7 +365,9 @@ mod alloc_free {
     /// `free(3)`, in assembly:
     ///
     /// * a pointer of the next allocator (outside regions nearly all of them): the range check and
-    ///   the watch test, then the next allocator's `free` (eight instructions, two taken branches);
+    ///   the watch test, then the next allocator's `free` (nine instructions, two taken branches);
+    ///   while only the profiler watches, its filter's slot for the pointer first (the common
+    ///   case of `free_foreign_watched`, its twin), ten more;
     /// * the owner's free of the last block it handed out (LIFO), not counted yet and with nothing
     ///   freed below it: right here, with no taken branch (the LIFO branch of
     ///   [`Arena::try_free_local_fast`] and `Arena::release_top`, with the offsets and tags of

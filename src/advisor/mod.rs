@@ -13,10 +13,15 @@ use core::sync::atomic::{AtomicBool, Ordering};
 static REGISTERED: AtomicBool = AtomicBool::new(false);
 
 /// Registers the report at exit, once, while the profiler runs (`RESIZEALLOC_PROFILE`). The
-/// front ends call it: the preload library from its constructor, `ResizeAlloc` at its first
-/// sample.
+/// front ends call it: the preload library from its constructor, `ResizeAlloc` from each
+/// allocation outside regions while the profiler runs (one load once registered; `atexit` may
+/// allocate, and that allocation finds it registered).
+#[inline]
 pub fn register() {
-    if !crate::profile::enabled() || REGISTERED.swap(true, Ordering::AcqRel) {
+    if REGISTERED.load(Ordering::Relaxed)
+        || !crate::profile::enabled()
+        || REGISTERED.swap(true, Ordering::AcqRel)
+    {
         return;
     }
     // SAFETY: `report_at_exit` is an `extern "C" fn()` that never unwinds.

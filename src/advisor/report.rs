@@ -107,17 +107,21 @@ fn replay_pair_ns(f: &Function, ns_per_tick: f64) -> Option<(f64, f64)> {
     let mut next = Vec::with_capacity(REPLAY_ROUNDS);
     let mut arena = Vec::with_capacity(REPLAY_ROUNDS);
     for _ in 0..REPLAY_ROUNDS {
-        let t0 = clock::ticks();
-        for (b, &n) in blocks.iter_mut().zip(&sizes) {
-            // SAFETY: plain malloc; each block is freed below.
-            *b = unsafe { libc::malloc(n) } as *mut u8;
-        }
-        for &b in &blocks {
-            // SAFETY: a block malloc returned just above (or null).
-            unsafe { libc::free(b as *mut libc::c_void) };
-        }
-        let t1 = clock::ticks();
-        next.push(t1.wrapping_sub(t0));
+        // Settled, as the program's threads are outside regions without the profiler (whose
+        // countdown is not what a region saves).
+        let ticks = region::outside_regions(|| {
+            let t0 = clock::ticks();
+            for (b, &n) in blocks.iter_mut().zip(&sizes) {
+                // SAFETY: plain malloc; each block is freed below.
+                *b = unsafe { libc::malloc(n) } as *mut u8;
+            }
+            for &b in &blocks {
+                // SAFETY: a block malloc returned just above (or null).
+                unsafe { libc::free(b as *mut libc::c_void) };
+            }
+            clock::ticks().wrapping_sub(t0)
+        });
+        next.push(ticks);
         region::region_begin();
         let t0 = clock::ticks();
         for (b, &n) in blocks.iter_mut().zip(&sizes) {
@@ -157,6 +161,11 @@ pub(super) fn write() {
     let run_ns = clock::run_ns();
     let _g = state::LOCK.lock();
     let Some(t) = state::tables() else { return };
+    if profile::in_forked_child() && t.totals.samples == 0 {
+        // A child that sampled nothing (a shell's subshell, a helper that soon exits) leaves
+        // no files behind.
+        return;
+    }
     t.drain_live(|t, rec| {
         t.totals.live_at_exit += rec.weight;
         t.close(&rec, 0, false, (0, 0));
@@ -298,7 +307,9 @@ fn text(
         "  {:>4}  {:>11}  {:>10}  {:>6}  {:>8}  {:>11}  {:>10}  function",
         "rank", "temporaries", "bytes", "share", "escapes", "est. saving", "mean life"
     );
-    if cands.is_empty() {
+    if tot.samples == 0 {
+        let _ = writeln!(s, "  (none: nothing outside regions was sampled; for a program that allocates little there, a smaller RESIZEALLOC_PROFILE_RATE samples more)");
+    } else if cands.is_empty() {
         let _ = writeln!(s, "  (none: no sampled block was freed inside a call below the thread's outermost frames)");
     }
     for (i, (name, f)) in cands.iter().take(TOP).enumerate() {

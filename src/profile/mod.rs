@@ -36,7 +36,7 @@ use crate::region::{self, ThreadState};
 use stack::Stack;
 use state::{Guarded, Live, NO_STACK};
 
-pub use state::TABLE_BYTES;
+pub use state::{FILTER, FILTER_BITS, FILTER_MULTIPLIER, TABLE_BYTES};
 
 /// The default mean bytes between samples.
 pub const DEFAULT_RATE: usize = 512 << 10;

@@ -14,7 +14,7 @@
 
 use core::ffi::{c_int, c_void};
 
-use super::unwind::{self, Cache};
+use super::unwind::Cache;
 
 /// Frames kept per stack: the innermost ones (deeper stacks keep their depth, see [`Stack`]).
 pub(crate) const MAX_FRAMES: usize = 64;
@@ -163,8 +163,8 @@ pub(crate) fn capture(
     out.total = 0;
     let mut w = Walk { out, above, own };
     #[cfg(target_arch = "x86_64")]
-    let fast = unwind::walk(cache, MAX_DEPTH + MAX_FRAMES, |ip, cfa| w.frame(ip, cfa))
-        == unwind::Walked::Done;
+    let fast = super::unwind::walk(cache, MAX_DEPTH + MAX_FRAMES, |ip, cfa| w.frame(ip, cfa))
+        == super::unwind::Walked::Done;
     #[cfg(not(target_arch = "x86_64"))]
     let fast = {
         let _ = cache;
@@ -183,6 +183,7 @@ pub(crate) fn capture(
 
 #[cfg(all(test, target_arch = "x86_64"))]
 mod tests {
+    use super::super::unwind;
     use super::*;
 
     /// Both walkers, from the same frame: the fast walk, and the unwinder alone.

@@ -27,6 +27,7 @@ use core::sync::atomic::{AtomicPtr, AtomicU8, Ordering};
 use core::{mem, ptr};
 
 use super::stack::{Stack, MAX_DEPTH, MAX_FRAMES};
+use crate::published::Published;
 
 /// Live sampled blocks at most (3/4 of the table's slots); past it, new samples are dropped.
 const LIVE_SLOTS: usize = 1 << 16;
@@ -35,7 +36,8 @@ const SITE_SLOTS: usize = 1 << 14;
 const ESCAPE_SLOTS: usize = 1 << 14;
 /// Threads with a history of their own; a later thread shares a slot and restarts its history.
 pub(crate) const THREAD_SLOTS: usize = 256;
-const FILTER_BITS: u32 = 14;
+/// The filter's slots are `1 << FILTER_BITS` (see [`FILTER`]).
+pub const FILTER_BITS: u32 = 14;
 /// Power-of-two size classes of the temporaries: 16 B and less, 32, ... 1 MiB and more.
 pub(crate) const SIZE_CLASSES: usize = 17;
 
@@ -59,9 +61,14 @@ pub(crate) static LOCK: spin::Mutex<()> = spin::Mutex::new(());
 static TABLES: AtomicPtr<Tables> = AtomicPtr::new(ptr::null_mut());
 
 /// Counts of live sampled blocks by address hash: zero means "not sampled" for certain.
-/// Written under [`LOCK`], read without it (a free of a block being sampled by another thread
-/// cannot happen: the block is not the program's until `malloc` returns).
-static FILTER: [AtomicU8; 1 << FILTER_BITS] = [const { AtomicU8::new(0) }; 1 << FILTER_BITS];
+/// Written under the profiler's lock, read without it (a free of a block being sampled by
+/// another thread cannot happen: the block is not the program's until `malloc` returns). Block
+/// `p`'s slot is `((p >> 4) * FILTER_MULTIPLIER) >> (64 - FILTER_BITS)` (wrapping): the preload
+/// library's `free` computes it in assembly, hence public, read-only outside the crate.
+pub static FILTER: Published<[AtomicU8; 1 << FILTER_BITS]> =
+    Published::new([const { AtomicU8::new(0) }; 1 << FILTER_BITS]);
+/// See [`FILTER`].
+pub const FILTER_MULTIPLIER: u64 = 0x9E37_79B9_7F4A_7C15;
 
 /// No stack (the stack table was full).
 pub(crate) const NO_STACK: u32 = u32::MAX;
@@ -203,7 +210,8 @@ fn hash(x: u64, bits: u32) -> usize {
 
 #[inline(always)]
 fn filter_slot(p: usize) -> &'static AtomicU8 {
-    &FILTER[hash((p >> 4) as u64, FILTER_BITS)]
+    let x = ((p >> 4) as u64).wrapping_mul(FILTER_MULTIPLIER);
+    &FILTER.atomic()[(x >> (64 - FILTER_BITS)) as usize]
 }
 
 /// True when `p` may be a live sampled block (false: certainly not).
@@ -503,7 +511,7 @@ pub(crate) fn reset() {
         // SAFETY: the mapping `tables` made, no longer reachable (the caller holds LOCK).
         unsafe { libc::munmap(t as *mut libc::c_void, TABLE_BYTES) };
     }
-    for f in FILTER.iter() {
+    for f in FILTER.atomic().iter() {
         f.store(0, Ordering::Relaxed);
     }
 }

@@ -19,6 +19,10 @@
 //!
 //! Nothing here allocates: the tables are read in place, the rule interpreter (gimli's) works
 //! in storage of fixed size inside the cache.
+//!
+//! The rules are x86-64's; on other targets the walk does not exist and the unwinder takes
+//! every stack (only the cache's type remains, empty of use).
+#![cfg_attr(not(target_arch = "x86_64"), allow(dead_code))]
 
 use core::ffi::{c_int, c_void};
 use core::sync::atomic::{AtomicUsize, Ordering};

@@ -31,7 +31,8 @@ pub use routing::{
     PREDICT_BITS, SETTLED, SETTLED_BITS,
 };
 pub use thread_state::{
-    no_arena, NoArena, ThreadState, FREE_ARENA_OFFSET, NO_ARENA, OWN_OFFSET, STATE_IN_TLS_BLOCK,
+    no_arena, NoArena, ThreadState, FREE_ARENA_OFFSET, NO_ARENA, OWN_OFFSET, SAMPLE_LEFT_OFFSET,
+    STATE_IN_TLS_BLOCK,
 };
 pub(crate) use thread_state::{JOINED, PROFILING};
 pub use tls::state;

@@ -132,10 +132,14 @@ pub const OWN_OFFSET: usize = 8;
 /// Byte offset of `free_arena` (the own arena, or [`NO_ARENA`]; never null) in the thread's
 /// state block: what `free`'s assembly entry point (preload/src/entry_x86_64.rs) reads.
 pub const FREE_ARENA_OFFSET: usize = 16;
+/// Byte offset of `sample_left` (the profiler's countdown, a `u32`) in the thread's state
+/// block: what `malloc`'s assembly entry point counts down while the profiler runs.
+pub const SAMPLE_LEFT_OFFSET: usize = 56;
 
 const _: () = assert!(
     core::mem::offset_of!(ThreadState, active) == 0
         && core::mem::offset_of!(ThreadState, arena) == OWN_OFFSET
-        && core::mem::offset_of!(ThreadState, free_arena) == FREE_ARENA_OFFSET,
+        && core::mem::offset_of!(ThreadState, free_arena) == FREE_ARENA_OFFSET
+        && core::mem::offset_of!(ThreadState, sample_left) == SAMPLE_LEFT_OFFSET,
     "load_active/load_own, the TLS block's image and free's entry point read these offsets"
 );

@@ -62,7 +62,7 @@ pub fn malloc_at<N: Next>(size: usize, site: usize) -> *mut u8 {
 pub extern "C" fn malloc_unrouted<N: Next>(size: usize, site: usize) -> *mut u8 {
     if profile::enabled() {
         let sampled = profile::take_sample(size);
-        if !sampled && MODE.load(Ordering::Relaxed) & (MODE_UNINIT | MODE_PROCESS) == 0 {
+        if !sampled && crate::mode::passes_through() {
             return N::malloc(size);
         }
         return malloc_profiled::<N>(size, site, sampled);
