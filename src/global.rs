@@ -184,7 +184,16 @@ unsafe impl<A: GlobalAlloc> GlobalAlloc for ResizeAlloc<A> {
             }
             // SAFETY: forwarded contract.
             router::Route::Next => unsafe { self.next.alloc(layout) },
-            router::Route::Check | router::Route::Predict => self.alloc_slow(layout),
+            router::Route::Check => {
+                // The profiler's common case outside regions (markers or off mode): a request
+                // counted down and not sampled goes to `next` as if settled.
+                if crate::mode::countdown_only() && profile::count_down(layout.size()) {
+                    // SAFETY: forwarded contract.
+                    return unsafe { self.next.alloc(layout) };
+                }
+                self.alloc_slow(layout)
+            }
+            router::Route::Predict => self.alloc_slow(layout),
         }
     }
 

@@ -58,6 +58,12 @@ pub(crate) static PROFILE: AtomicBool = AtomicBool::new(false);
 /// crate). 0 otherwise: the router looks at everything.
 pub static COUNTDOWN_ONLY: Published<AtomicU8> = Published::new(AtomicU8::new(0));
 
+/// True while [`COUNTDOWN_ONLY`] is set: one load.
+#[inline(always)]
+pub(crate) fn countdown_only() -> bool {
+    COUNTDOWN_ONLY.load(Ordering::Relaxed) != 0
+}
+
 fn update_countdown_only() {
     let on = PROFILE.load(Ordering::Relaxed) && passes_through();
     COUNTDOWN_ONLY.atomic().store(on as u8, Ordering::Relaxed);

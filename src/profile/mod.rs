@@ -144,13 +144,23 @@ fn own_code_range() {
 /// allocator through [`sampled_alloc`]). The common case is two compares and a store.
 #[inline(always)]
 pub fn take_sample(size: usize) -> bool {
+    if count_down(size) {
+        return false;
+    }
+    take_sample_slow(region::state(), size)
+}
+
+/// [`take_sample`]'s common case alone: true when the request was counted down and is not to
+/// be sampled; false leaves the countdown as it was, for `take_sample` to decide.
+#[inline(always)]
+pub fn count_down(size: usize) -> bool {
     let ts = region::state();
     let left = ts.sample_left.get();
     if size < left as usize && size < ALWAYS_SAMPLED {
         ts.sample_left.set(left - size as u32);
-        return false;
+        return true;
     }
-    take_sample_slow(ts, size)
+    false
 }
 
 #[cold]
