@@ -11,6 +11,9 @@
 #     CSV under ResizeAlloc), each with its regions and with RESIZEALLOC_REGION=off (everything
 #     outside regions, as an unmodified program), and python3 on an allocation-heavy script.
 # Whole processes are timed, so the report at exit (symbolising the stacks) counts too.
+#  3. the same overhead in instructions (callgrind, repeatable where times on a shared machine
+#     are not), on shorter runs of the programs outside regions: advisor.c (20,000 rounds),
+#     matrix.c --quick and the Rust workloads --quick with RESIZEALLOC_REGION=off.
 # Interleaved over ROUNDS rounds; medians (of per-round ratios for the overhead).
 #   ROUNDS=5 (default)
 # Writes target/advisor/results.md (and prints it).
@@ -95,4 +98,26 @@ for k, label in names.items():
     rs = [list(map(float, r[1:])) for r in rows if r[0] == k]
     print(f"| {label} | {med(b / a for a, b in rs):.3f}x |")
 PY
+instructions() {
+    valgrind --tool=callgrind --callgrind-out-file=/dev/null "$@" 2>&1 >/dev/null |
+        grep -o 'Collected : [0-9]*' | awk '{print $3}'
+}
+if command -v valgrind >/dev/null; then
+    {
+        echo
+        echo "| program outside regions, under the library | instructions without the profiler | with it | ratio |"
+        echo "|---|---:|---:|---:|"
+        # label|LD_PRELOAD|command (the Rust binary has ResizeAlloc built in)
+        for prog in "advisor.c (20,000 rounds)|$SO|$OUT/advisor plain 20000" \
+                    "C benchmark matrix (--quick)|$SO|$OUT/matrix --quick" \
+                    "Rust request workloads (--quick)||target/release/examples/workloads_resize --quick"; do
+            label=${prog%%|*}; rest=${prog#*|}; pre=${rest%%|*}; cmd=${rest#*|}
+            a=$(RESIZEALLOC_REGION=off LD_PRELOAD=$pre instructions $cmd)
+            b=$(RESIZEALLOC_PROFILE=$OUT/report-cg RESIZEALLOC_REGION=off LD_PRELOAD=$pre instructions $cmd)
+            echo "| $label | $a | $b | $(awk -v a="$a" -v b="$b" 'BEGIN { printf "%.3fx", b / a }') |"
+        done
+    } >>"$OUT/results.md"
+else
+    echo "SKIPPED: instruction counts (valgrind not installed)" >>"$OUT/results.md"
+fi
 cat "$OUT/results.md"

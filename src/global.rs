@@ -51,6 +51,24 @@ impl<A: GlobalAlloc> ResizeAlloc<A> {
         self.alloc_unprofiled(layout)
     }
 
+    /// An allocation of a thread with no route or through the predictor: for one with no route,
+    /// the profiler's common case outside regions (markers or off mode: a request counted down
+    /// and not sampled goes to `next` as if settled), else [`alloc_slow`](Self::alloc_slow). Out
+    /// of line and cold (the profiler is a diagnostic run), so that `alloc`'s other paths keep
+    /// their registers and their fall-through.
+    #[cold]
+    #[inline(never)]
+    fn alloc_unrouted(&self, layout: Layout) -> *mut u8 {
+        if crate::mode::countdown_only()
+            && region::load_active().is_null()
+            && profile::count_down(layout.size())
+        {
+            // SAFETY: the GlobalAlloc caller's layout, forwarded.
+            return unsafe { self.next.alloc(layout) };
+        }
+        self.alloc_slow(layout)
+    }
+
     /// An allocation outside regions while the profiler runs: a sampled one from `next`
     /// (timed and recorded), the rest where the mode sends it (in markers and off mode, `next`
     /// at once).
@@ -184,16 +202,9 @@ unsafe impl<A: GlobalAlloc> GlobalAlloc for ResizeAlloc<A> {
             }
             // SAFETY: forwarded contract.
             router::Route::Next => unsafe { self.next.alloc(layout) },
-            router::Route::Check => {
-                // The profiler's common case outside regions (markers or off mode): a request
-                // counted down and not sampled goes to `next` as if settled.
-                if crate::mode::countdown_only() && profile::count_down(layout.size()) {
-                    // SAFETY: forwarded contract.
-                    return unsafe { self.next.alloc(layout) };
-                }
-                self.alloc_slow(layout)
-            }
-            router::Route::Predict => self.alloc_slow(layout),
+            // One arm for both (a test for null before the settled one cost the pass-through
+            // two instructions).
+            router::Route::Check | router::Route::Predict => self.alloc_unrouted(layout),
         }
     }
 

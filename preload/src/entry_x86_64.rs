@@ -174,25 +174,25 @@ mod alloc_free {
                     // `real::MALLOC` always holds a callable `malloc` (the next object's, or the
                     // resolver).
                     "jmp qword ptr [rip + {next}]",
-                    // No route (rdx null) while only the profiler's countdown stands between
-                    // the thread and the next allocator: count the request down (rax still
-                    // holds the TLS offset), unless it is to be sampled.
+                    // `PREDICT` (rdx not null) goes to the predictor, with the site. No route
+                    // (null) goes to `malloc_unrouted`, unless only the profiler's countdown
+                    // stands between the thread and the next allocator: then the request is
+                    // counted down here (rax still holds the TLS offset) if it is not to be
+                    // sampled.
                     "2:",
+                    "mov rsi, qword ptr [rsp]",
                     "test rdx, rdx",
-                    "jnz 7f",
+                    "jnz {predicted}",
                     "cmp byte ptr [rip + {countdown_only}], 0",
-                    "je 7f",
+                    "je {unrouted}",
                     "mov ecx, dword ptr fs:[rax + {sample_left}]",
                     "cmp rdi, rcx",
-                    "jae 7f",
+                    "jae {unrouted}",
                     "cmp rdi, {always_sampled}",
-                    "jae 7f",
+                    "jae {unrouted}",
                     "sub ecx, edi",
                     "mov dword ptr fs:[rax + {sample_left}], ecx",
                     "jmp qword ptr [rip + {next}]",
-                    "7:",
-                    "mov rsi, qword ptr [rsp]",
-                    "jmp {unsettled}",
                     countdown_only = sym resizealloc::mode::COUNTDOWN_ONLY,
                     sample_left = const resizealloc::region::SAMPLE_LEFT_OFFSET,
                     always_sampled = const resizealloc::profile::ALWAYS_SAMPLED,
@@ -219,7 +219,8 @@ mod alloc_free {
                     line = const arena::LINE,
                     min_align = const arena::MIN_ALIGN,
                     slow = sym malloc_slow::<NextAllocator>,
-                    unsettled = sym malloc_unsettled,
+                    predicted = sym malloc_predicted_entry,
+                    unrouted = sym malloc_unrouted::<NextAllocator>,
                     next = sym crate::real::MALLOC,
                 $($op = sym $path,)*
             )
@@ -270,9 +271,8 @@ mod alloc_free {
                     "mov qword ptr [rsi + {peak_top}], rdx",
                     "jmp 2b",
                     "3:",
-                    "movzx eax, byte ptr [rip + {watch}]",
-                    "test eax, eax",
-                    "jnz 8f",
+                    "cmp byte ptr [rip + {watch}], 0",
+                    "jne 8f",
                     // `real::FREE` always holds a callable `free` (the next object's, or the
                     // resolver); no bootstrap block exists while the watch flags are clear
                     // (`WATCH_FRONT_END`).
@@ -280,7 +280,7 @@ mod alloc_free {
                     // Only the profiler watches (no bootstrap block either): a block whose
                     // filter slot is zero was not sampled, and goes straight on.
                     "8:",
-                    "cmp eax, {watch_profile}",
+                    "cmp byte ptr [rip + {watch}], {watch_profile}",
                     "jne {watched}",
                     "mov rax, rdi",
                     "shr rax, 4",
@@ -334,9 +334,10 @@ mod alloc_free {
     ///   (`mode::COUNTDOWN_ONLY`) counts the request down from its `sample_left` and jumps to
     ///   the next allocator's `malloc`, unless the request is to be sampled (the common case of
     ///   `malloc_unrouted` and `profile::take_sample`, its twin);
-    /// * the rest (first use, process mode, a sample) go to [`malloc_unsettled`], with the site
-    ///   (the return address) in the second argument register. Only that path uses a site: an
-    ///   arena's slow path needs none, so the others do not load it.
+    /// * the rest go with the site (the return address) in the second argument register to
+    ///   [`malloc_predicted_entry`] (`PREDICT`: process mode) or to `malloc_unrouted` (first
+    ///   use, a sample). Only those paths use a site: an arena's slow path needs none, so the
+    ///   others do not load it.
     ///
     /// [`Arena::try_alloc_fast_small`]: resizealloc::arena::Arena::try_alloc_fast_small
     /// [`Arena::try_alloc_fast_aligned`]: resizealloc::arena::Arena::try_alloc_fast_aligned
@@ -349,23 +350,16 @@ mod alloc_free {
         with_exits!(malloc_asm)
     }
 
-    /// `malloc` outside regions for a thread that is not `SETTLED`: not routed yet (`active` null),
-    /// or through the predictor (`PREDICT`).
-    extern "C" fn malloc_unsettled(
-        size: usize,
-        site: usize,
-        active: *const resizealloc::arena::Arena,
-    ) -> *mut c_void {
-        if active.is_null() {
-            return malloc_unrouted::<NextAllocator>(size, site).cast();
-        }
+    /// `malloc` through the lifetime predictor (`active` is `PREDICT`), with the program's
+    /// return address as the site.
+    extern "C" fn malloc_predicted_entry(size: usize, site: usize) -> *mut c_void {
         malloc_predicted::<NextAllocator>(size.max(1), site).cast()
     }
 
     /// `free(3)`, in assembly:
     ///
     /// * a pointer of the next allocator (outside regions nearly all of them): the range check and
-    ///   the watch test, then the next allocator's `free` (nine instructions, two taken branches);
+    ///   the watch test, then the next allocator's `free` (eight instructions, two taken branches);
     ///   while only the profiler watches, its filter's slot for the pointer first (the common
     ///   case of `free_foreign_watched`, its twin), ten more;
     /// * the owner's free of the last block it handed out (LIFO), not counted yet and with nothing
