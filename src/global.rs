@@ -166,6 +166,18 @@ impl<A: GlobalAlloc> ResizeAlloc<A> {
         router::alloc_routed_away(layout.size().max(1))
     }
 
+    /// A free of a block of `next` that may be a sampled one (the profiler records it). Cold and
+    /// out of line: the closure's frame would otherwise be set up on every `dealloc`.
+    ///
+    /// # Safety
+    /// `ptr` is a live block of `next` with this layout, which the caller frees.
+    #[cold]
+    #[inline(never)]
+    unsafe fn dealloc_sampled(&self, ptr: *mut u8, layout: Layout) {
+        // SAFETY: the caller's obligation.
+        profile::sampled_free(ptr, || unsafe { self.next.dealloc(ptr, layout) });
+    }
+
     /// Arena blocks `dealloc`'s inlined fast path declined: other threads' blocks, multi-granule
     /// blocks and invalid frees (which abort).
     #[cold]
@@ -228,7 +240,7 @@ unsafe impl<A: GlobalAlloc> GlobalAlloc for ResizeAlloc<A> {
             }
             if profile::enabled() && profile::maybe_sampled(ptr) {
                 // SAFETY: not ours, so it came from `next` with this layout.
-                return profile::sampled_free(ptr, || unsafe { self.next.dealloc(ptr, layout) });
+                return unsafe { self.dealloc_sampled(ptr, layout) };
             }
             // SAFETY: not ours, so it came from `next` with this layout.
             return unsafe { self.next.dealloc(ptr, layout) };
