@@ -42,31 +42,21 @@ impl Default for ResizeAlloc<System> {
 
 impl<A: GlobalAlloc> ResizeAlloc<A> {
     /// Everything `alloc`'s inlined fast path declined: the arena's slow path, or `next`.
+    /// While the profiler runs, a thread with no route first takes the profiler's common case
+    /// (markers or off mode: a request counted down and not sampled goes to `next` as if
+    /// settled), then `alloc_profiled`. Cold and out of line, so that `alloc`'s other paths keep
+    /// their registers and their fall-through.
     #[cold]
     #[inline(never)]
     fn alloc_slow(&self, layout: Layout) -> *mut u8 {
         if profile::enabled() && region::load_active().is_null() {
+            if crate::mode::countdown_only() && profile::count_down(layout.size()) {
+                // SAFETY: the GlobalAlloc caller's layout, forwarded.
+                return unsafe { self.next.alloc(layout) };
+            }
             return self.alloc_profiled(layout);
         }
         self.alloc_unprofiled(layout)
-    }
-
-    /// An allocation of a thread with no route or through the predictor: for one with no route,
-    /// the profiler's common case outside regions (markers or off mode: a request counted down
-    /// and not sampled goes to `next` as if settled), else [`alloc_slow`](Self::alloc_slow). Out
-    /// of line and cold (the profiler is a diagnostic run), so that `alloc`'s other paths keep
-    /// their registers and their fall-through.
-    #[cold]
-    #[inline(never)]
-    fn alloc_unrouted(&self, layout: Layout) -> *mut u8 {
-        if crate::mode::countdown_only()
-            && region::load_active().is_null()
-            && profile::count_down(layout.size())
-        {
-            // SAFETY: the GlobalAlloc caller's layout, forwarded.
-            return unsafe { self.next.alloc(layout) };
-        }
-        self.alloc_slow(layout)
     }
 
     /// An allocation outside regions while the profiler runs: a sampled one from `next`
@@ -216,7 +206,7 @@ unsafe impl<A: GlobalAlloc> GlobalAlloc for ResizeAlloc<A> {
             router::Route::Next => unsafe { self.next.alloc(layout) },
             // One arm for both (a test for null before the settled one cost the pass-through
             // two instructions).
-            router::Route::Check | router::Route::Predict => self.alloc_unrouted(layout),
+            router::Route::Check | router::Route::Predict => self.alloc_slow(layout),
         }
     }
 

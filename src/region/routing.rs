@@ -15,7 +15,7 @@ use super::tls::state;
 ))]
 use super::{thread_state::OWN_OFFSET, tls::load_state_word};
 use crate::arena::{Arena, ArenaConfig};
-use crate::mode::{MODE, MODE_MARKERS, MODE_PROCESS, MODE_UNINIT};
+use crate::mode::{MODE, MODE_MARKERS, MODE_UNINIT};
 use crate::options::{self, RegionMode};
 use crate::reservation;
 use crate::slab;
@@ -137,9 +137,7 @@ pub(crate) fn active_arena(ts: &ThreadState) -> *const Arena {
 /// What `active` becomes when the thread leaves its regions: [`SETTLED`] once the mode is known
 /// (markers or off), else null so that the next allocation looks at the mode again.
 pub(super) fn outside_value() -> *const Arena {
-    if MODE.load(Ordering::Relaxed) & (MODE_UNINIT | MODE_PROCESS) == 0
-        && !crate::mode::PROFILE.load(Ordering::Relaxed)
-    {
+    if crate::mode::passes_through() && !crate::mode::PROFILE.load(Ordering::Relaxed) {
         SETTLED
     } else {
         ptr::null()

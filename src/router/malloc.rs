@@ -18,7 +18,6 @@ use super::{
     free_owned, free_small, note_next_free, owns_small, route, try_alloc_predicted_fast, Route,
 };
 use crate::arena::{Arena, Predicted, LINE, MIN_ALIGN};
-use crate::mode::{MODE, MODE_PROCESS, MODE_UNINIT};
 use crate::profile;
 use crate::region::{self, ThreadState};
 
@@ -239,7 +238,7 @@ fn calloc_unrouted<N: Next>(n: usize, size: usize, total: usize, site: usize) ->
     if ts.flags.get() & region::JOINED != 0 {
         return region::as_predicted(ts, || calloc_predicted::<N>(n, size, total, site));
     }
-    if MODE.load(Ordering::Relaxed) & (MODE_UNINIT | MODE_PROCESS) == 0 {
+    if crate::mode::passes_through() {
         return N::calloc(n, size);
     }
     calloc_slow::<N>(n, size, total, site)

@@ -16,7 +16,7 @@ use core::ptr;
 use core::sync::atomic::Ordering;
 
 use crate::arena::{Arena, Predicted, MIN_ALIGN};
-use crate::mode::{self, MODE, MODE_ATTENTION, MODE_OFF, MODE_PROCESS};
+use crate::mode::{self, MODE, MODE_OFF, MODE_PROCESS};
 use crate::region;
 use crate::reservation;
 use crate::slab;
@@ -196,7 +196,7 @@ fn predicted_or_joined(ts: &region::ThreadState) -> *const Arena {
 #[cold]
 #[inline(never)]
 fn attention_arena() -> *const Arena {
-    if MODE.load(Ordering::Relaxed) & MODE_ATTENTION == 0 {
+    if crate::mode::passes_through() {
         region::settle_outside();
         return ptr::null();
     }
