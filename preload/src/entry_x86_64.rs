@@ -5,8 +5,10 @@
 //! * `malloc`: a region's block under a page, and at a cache line from a page on. Twin:
 //!   `Arena::try_alloc_fast_small`, `Arena::try_alloc_fast_aligned` and `Arena::bump`, through
 //!   `malloc_at` and `router::malloc`.
-//! * `free`: the owner's LIFO free at `below_top`. Twin: the LIFO branch of
-//!   `Arena::try_free_local_fast` with `Arena::release_top`, through `malloc.rs`'s `free`.
+//! * `free`: the owner's LIFO free at `below_top`, and its tag flip of a block of the uncounted
+//!   range that releases nothing. Twins: the LIFO branch of `Arena::try_free_local_fast` with
+//!   `Arena::release_top`, and the uncounted branch of `Arena::try_free_local_other` with
+//!   `Arena::free_uncounted`, through `malloc.rs`'s `free`.
 //! * the profiler's common cases outside regions: `malloc`'s countdown and `free`'s filter
 //!   test. Twins: the first branches of `malloc_unrouted` and `free_foreign_watched`.
 //! * `with_site!`: `calloc`, `realloc`, `__libc_*` (and `malloc` in the twin build) load the
@@ -245,7 +247,7 @@ mod alloc_free {
                     // `below_top` is 1): the rest of the fast path, with the arena in rsi.
                     "lea rax, [rdi - {header}]",
                     "cmp rax, qword ptr [rsi + {below_top}]",
-                    "jne {other}",
+                    "jne 6f",
                     "cmp rax, qword ptr [rsi + {uncounted}]",
                     "jb {other}",
                     // rcx = the link. Not below the header (another thread freed this block, or
@@ -270,6 +272,38 @@ mod alloc_free {
                     "5:",
                     "mov qword ptr [rsi + {peak_top}], rdx",
                     "jmp 2b",
+                    // Not the last block: the tag flip of a live block of the uncounted range
+                    // `[uncounted, top)` that neither ends at `top` nor is the range's last live
+                    // block (then `free_uncounted` releases nothing). Tested before anything
+                    // changes; any other block goes to `free_arena_block_other`, which tests it
+                    // all again. `NO_ARENA`'s `uncounted` and `top` are equal: an empty range.
+                    "6:",
+                    // r8 = top; `uncounted <= hdr < top` is the range test.
+                    "mov r8, qword ptr [rsi + {top}]",
+                    "cmp rax, qword ptr [rsi + {uncounted}]",
+                    "jb {other}",
+                    "cmp rax, r8",
+                    "jae {other}",
+                    // rdx = the header word: the live tag, else a sampled block or a double free
+                    // (the Rust path tells); the link below the header, else `check_link` aborts
+                    // there.
+                    "mov rdx, qword ptr [rax]",
+                    "movzx ecx, dx",
+                    "cmp ecx, {tag_live}",
+                    "jne {other}",
+                    "cmp qword ptr [rax + {link}], rax",
+                    "jae {other}",
+                    // The block's end rounded up to `MIN_ALIGN` at `top`: the release path.
+                    "shr rdx, {tag_shift}",
+                    "lea rcx, [rdi + rdx + {min_align} - 1]",
+                    "and rcx, -{min_align}",
+                    "cmp rcx, r8",
+                    "je {other}",
+                    "cmp qword ptr [rsi + {live_uncounted}], 1",
+                    "je {other}",
+                    "mov word ptr [rax], {freed_half}",
+                    "dec qword ptr [rsi + {live_uncounted}]",
+                    $exit,
                     "3:",
                     "cmp byte ptr [rip + {watch}], 0",
                     "jne 8f",
@@ -308,6 +342,9 @@ mod alloc_free {
                     live_uncounted = const asm_layout::LIVE_UNCOUNTED,
                     freed_byte = const arena::TAG_FREED as u8,
                     freed_half = const arena::TAG_FREED as u16,
+                    tag_live = const arena::TAG_LIVE,
+                    tag_shift = const arena::TAG_BITS,
+                    min_align = const arena::MIN_ALIGN,
                     last = sym free_arena_block_last,
                     other = sym free_arena_block_other,
                     watched = sym free_foreign_watched::<NextAllocator>,
@@ -367,6 +404,13 @@ mod alloc_free {
     ///   [`Arena::try_free_local_fast`] and `Arena::release_top`, with the offsets and tags of
     ///   [`asm_layout`]). Why: each taken branch on the way into a
     ///   Rust function cost the Bumper loop about 3 % (`scripts/bench.sh`);
+    /// * the owner's free of any other live block it handed out since the counts were last looked
+    ///   at (the uncounted range), when that block neither ends at the bump pointer nor is the
+    ///   range's last live one: its tag says freed and the range's live count drops, right here
+    ///   (the uncounted branch of [`Arena::try_free_local_other`] and `Arena::free_uncounted`).
+    ///   Frees in allocation order, at random or in a tree's post-order are nearly all of this
+    ///   kind; one costs 31 instructions here, entry included, and 44 through the Rust path
+    ///   (callgrind, `fifo/s128/64` of `scripts/matrix.c`);
     /// * every other arena block goes to [`free_arena_block_other`], watched foreign pointers to
     ///   [`free_foreign_watched`].
     ///
@@ -378,6 +422,7 @@ mod alloc_free {
     /// published last; x86 keeps loads in program order).
     ///
     /// [`Arena::try_free_local_fast`]: resizealloc::arena::Arena::try_free_local_fast
+    /// [`Arena::try_free_local_other`]: resizealloc::arena::Arena::try_free_local_other
     #[unsafe(naked)]
     #[no_mangle]
     pub extern "C" fn free(p: *mut c_void) {

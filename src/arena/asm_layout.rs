@@ -5,7 +5,9 @@
 //! `malloc` does what [`Arena::try_alloc_fast_small`], or [`Arena::try_alloc_fast_aligned`] at a
 //! cache line's alignment, does with `Arena::bump`; `free` does what the LIFO branch of
 //! [`Arena::try_free_local_fast`] does with `Arena::release_top`, when the link's word does not
-//! say "freed". Both serve the owner thread only, and leave every other case to those functions.
+//! say "freed", and what the uncounted branch of [`Arena::try_free_local_other`] does with
+//! `Arena::free_uncounted` when that releases nothing (a tag flip). Both serve the owner thread
+//! only, and leave every other case to those functions.
 //! A change to any of them must be made there too: the preload tests' `fast_paths` program
 //! checks what the two do, and `scripts/test.sh` runs the preload tests once more with the
 //! arena's invariants checked after every operation of the Rust paths. Why assembly: each taken

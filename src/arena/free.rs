@@ -129,7 +129,8 @@ impl Arena {
 
     /// [`Arena::try_free_local_fast`] after its LIFO test: the paths for a block that is not
     /// the last uncounted one (for that one too they are right, only longer). Public for
-    /// `free`'s assembly entry point, which makes the LIFO test itself ([`asm_layout`]).
+    /// `free`'s assembly entry point, which makes the LIFO test itself, and the uncounted
+    /// branch's tag flip when `Arena::free_uncounted` would release nothing ([`asm_layout`]).
     ///
     /// # Safety
     /// As [`Arena::try_free_local_fast`].
@@ -180,7 +181,9 @@ impl Arena {
     }
 
     /// Frees the live block `[hdr + HEADER, end)` of the uncounted range: it was never counted,
-    /// so this is a tag flip, and the last block also goes back to the bump pointer.
+    /// so this is a tag flip, and the last block also goes back to the bump pointer. `free`'s
+    /// assembly entry point does the tag flip itself when neither release applies
+    /// ([`asm_layout`]).
     ///
     /// # Safety
     /// Owner thread; `hdr` is the header of a live block in the uncounted range.
@@ -273,7 +276,10 @@ impl Arena {
             // theirs). Another thread writes it only when it frees the block too (a double free,
             // which aborts below or in that thread): atomic for that.
             let below = unsafe { (*((hdr + 8) as *const AtomicUsize)).load(Ordering::Relaxed) };
-            if !self.link_below(hdr, below) {
+            // `link_below(hdr, below)`, in two halves: `below < hdr` here, and `below` not
+            // below `no_link` only where the walk stops below `run_start` (`no_link` lies
+            // below every run), so that each step makes one compare of it.
+            if below >= hdr || (below < run_start && !self.link_below(hdr, below)) {
                 // Freed by its owner and by another thread (`POISON_LINK`: whichever came
                 // second aborts on the tag it finds; kept here in case that one raced past
                 // it), or the freed block's header was written to since.

@@ -93,10 +93,10 @@ impl ThreadState {
 }
 
 /// What `free_arena` names for a thread with no arena: 128 bytes, every word 1. The words at
-/// the offsets `free`'s entry point reads (`asm_layout::BELOW_TOP` and `UNCOUNTED`) are then 1,
-/// the address of no block header (they lie in the arena reservation), so its LIFO test fails
-/// and the free goes on to `free_arena_block_other`, which sees this address and takes the
-/// slow path.
+/// the offsets `free`'s entry point reads (`asm_layout::BELOW_TOP`, `UNCOUNTED` and `TOP`) are
+/// then 1, the address of no block header (they lie in the arena reservation), so its LIFO test
+/// fails, its uncounted range `[1, 1)` is empty, and the free goes on to
+/// `free_arena_block_other`, which sees this address and takes the slow path.
 #[repr(C, align(64))]
 pub struct NoArena([usize; 16]);
 
@@ -105,7 +105,8 @@ pub static NO_ARENA: NoArena = NoArena([1; 16]);
 
 const _: () = assert!(
     crate::arena::asm_layout::BELOW_TOP < core::mem::size_of::<NoArena>()
-        && crate::arena::asm_layout::UNCOUNTED < core::mem::size_of::<NoArena>(),
+        && crate::arena::asm_layout::UNCOUNTED < core::mem::size_of::<NoArena>()
+        && crate::arena::asm_layout::TOP < core::mem::size_of::<NoArena>(),
     "NO_ARENA must cover the words free's entry point reads"
 );
 
