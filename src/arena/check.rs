@@ -3,7 +3,7 @@
 
 use core::sync::atomic::{AtomicUsize, Ordering};
 
-use super::header::{word_size, word_tag, TAG_FREED_REMOTE, TAG_LIVE};
+use super::header::{poison_link, word_size, word_tag, TAG_FREED_REMOTE, TAG_LIVE};
 use super::Arena;
 use crate::layout::{align_up, GRANULE, HEADER, MIN_ALIGN};
 use crate::os;
@@ -38,7 +38,10 @@ impl Arena {
                         (*((hdr + 8) as *const AtomicUsize)).load(Ordering::Relaxed),
                     )
                 };
-                if word_tag(word) == TAG_LIVE {
+                // A live tag with the poisoned link: another thread's `free_remote` is between
+                // its two stores (the link first, then the tag), which this walk may read in
+                // either order.
+                if word_tag(word) == TAG_LIVE && link != poison_link() {
                     links_below &= self.link_below(hdr, link);
                 }
             })
