@@ -17,8 +17,9 @@
 //! thread's history, and `last_changed[d]` is the last index at which the thread's stack, down
 //! to depth `d`, differed from the sample before it. A block born at index `i0` whose thread
 //! frees it at `i1` lived inside one invocation of its frame at depth `d - 1` exactly when no
-//! sample in `i0..=i1` saw that prefix change: `last_changed[d] <= i0`. `last_changed` grows
-//! with `d`, so the deepest such `d` is the innermost call that held the block's whole life (as
+//! sample in `i0..=i1` saw that prefix change: `last_changed[d] <= i0`. Over the depths of the
+//! block's stack, every `last_changed[d]` past `i0` is one of a prefix that changed since, so
+//! the deepest `d` at or below `i0` is the innermost call that held the block's whole life (as
 //! far as the samples saw: two calls in a row from the same place with no sample between them
 //! look like one).
 
@@ -63,8 +64,9 @@ static TABLES: AtomicPtr<Tables> = AtomicPtr::new(ptr::null_mut());
 /// Counts of live sampled blocks by address hash: zero means "not sampled" for certain.
 /// Written under the profiler's lock, read without it (a free of a block being sampled by
 /// another thread cannot happen: the block is not the program's until `malloc` returns). Block
-/// `p`'s slot is `((p >> 4) * FILTER_MULTIPLIER) >> (64 - FILTER_BITS)` (wrapping): the preload
-/// library's `free` computes it in assembly, hence public, read-only outside the crate.
+/// `p`'s slot is `(p * FILTER_MULTIPLIER) >> (64 - FILTER_BITS)` (wrapping; the product's top
+/// bits mix every address bit above the alignment's zeros): the preload library's `free`
+/// computes it in assembly, hence public, read-only outside the crate.
 pub static FILTER: Published<[AtomicU8; 1 << FILTER_BITS]> =
     Published::new([const { AtomicU8::new(0) }; 1 << FILTER_BITS]);
 /// See [`FILTER`].
@@ -210,7 +212,7 @@ fn hash(x: u64, bits: u32) -> usize {
 
 #[inline(always)]
 fn filter_slot(p: usize) -> &'static AtomicU8 {
-    let x = ((p >> 4) as u64).wrapping_mul(FILTER_MULTIPLIER);
+    let x = (p as u64).wrapping_mul(FILTER_MULTIPLIER);
     &FILTER.atomic()[(x >> (64 - FILTER_BITS)) as usize]
 }
 
@@ -478,7 +480,15 @@ impl ThreadHistory {
         } else {
             self.prev.common_depth(s)
         };
-        for d in keep + 1..=MAX_DEPTH {
+        // Depths past both stacks are left as they were: a prefix longer than both did not
+        // change between them, and one that changed since a block was born was marked when the
+        // stack first became shorter than it. The first sample marks every depth.
+        let end = if self.index == 1 {
+            MAX_DEPTH
+        } else {
+            self.prev.total.max(s.total)
+        };
+        for d in keep + 1..=end {
             self.last_changed[d] = self.index;
         }
         self.prev.frames[..s.len].copy_from_slice(&s.frames[..s.len]);
@@ -513,5 +523,95 @@ pub(crate) fn reset() {
     }
     for f in FILTER.atomic().iter() {
         f.store(0, Ordering::Relaxed);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::profile::stack::Frame;
+
+    fn history() -> Box<ThreadHistory> {
+        Box::new(ThreadHistory {
+            serial: 1,
+            index: 0,
+            first: 1,
+            last_changed: [0; MAX_DEPTH + 1],
+            prev: Stack::empty(),
+            bytes: 0,
+        })
+    }
+
+    fn stack_of(frames: &[Frame]) -> Stack {
+        let mut s = Stack::empty();
+        s.total = frames.len();
+        s.len = s.total.min(MAX_FRAMES);
+        s.frames[..s.len].copy_from_slice(&frames[s.total - s.len..]);
+        s
+    }
+
+    /// The history's answer against the stacks themselves: the containing depth of a block
+    /// born at sample `b` and freed at sample `i` is the longest prefix of its stack that no
+    /// two consecutive samples in `b..=i` differ in.
+    #[test]
+    fn the_history_finds_the_invocation_that_held_the_whole_life() {
+        let mut rng = 0x9E37_79B9_7F4A_7C15u64;
+        let mut next = move |n: u64| {
+            rng ^= rng << 13;
+            rng ^= rng >> 7;
+            rng ^= rng << 17;
+            rng % n
+        };
+        for _ in 0..40 {
+            let mut h = history();
+            // A call tree walked at random: deep calls, returns, and calls again from the same
+            // place (the same addresses, another invocation), up to past the kept frames.
+            let mut frames: Vec<Frame> = Vec::new();
+            let mut stacks: Vec<Stack> = vec![Stack::empty()];
+            let mut commons: Vec<usize> = vec![0];
+            for i in 1..300u32 {
+                match next(4) {
+                    0 => {
+                        let pop = next(frames.len() as u64 + 1) as usize;
+                        frames.truncate(frames.len() - pop);
+                    }
+                    1 if frames.len() > 1 => {
+                        // Return and call again from the same place.
+                        frames.pop();
+                    }
+                    _ => {}
+                }
+                let grow = if next(8) == 0 { 80 } else { next(6) as usize };
+                for _ in 0..grow {
+                    let d = frames.len();
+                    if d == MAX_DEPTH {
+                        break;
+                    }
+                    frames.push(Frame {
+                        ip: 0x1000 + next(3) as usize,
+                        cfa: 0x8000_0000 - 64 * d,
+                    });
+                }
+                let s = stack_of(&frames);
+                commons.push(stacks.last().unwrap().common_depth(&s));
+                assert_eq!(h.push(&s), i);
+                stacks.push(s);
+                for b in (1..=i).step_by(7).chain([i]) {
+                    let total = stacks[b as usize].total;
+                    let oracle = (b as usize + 1..=i as usize)
+                        .map(|k| commons[k])
+                        .fold(total, usize::min);
+                    let since_first = (2..=i as usize)
+                        .map(|k| commons[k])
+                        .fold(MAX_DEPTH, usize::min);
+                    let whole = oracle > 0 && oracle <= since_first && i > 1 + WHOLE_AFTER;
+                    assert_eq!(
+                        h.containing(b, total),
+                        (oracle, whole),
+                        "born {b}, freed {i}"
+                    );
+                }
+            }
+        }
     }
 }
