@@ -176,28 +176,30 @@ mod alloc_free {
                     // `real::MALLOC` always holds a callable `malloc` (the next object's, or the
                     // resolver).
                     "jmp qword ptr [rip + {next}]",
-                    // `PREDICT` (rdx not null) goes to the predictor, with the site. No route
-                    // (null) goes to `malloc_unrouted`, unless only the profiler's countdown
-                    // stands between the thread and the next allocator: then the request is
-                    // counted down here (rax still holds the TLS offset) if it is not to be
-                    // sampled.
+                    // `PREDICT` (rdx not null) goes to the predictor, with the site (label 7).
+                    // No route (null) goes to `malloc_unrouted` with the site (label 8), unless
+                    // only the profiler's countdown stands between the thread and the next
+                    // allocator: then a request of at most `sample_left` bytes is counted down
+                    // here (rax still holds the TLS offset). `sample_left` stays under
+                    // `ALWAYS_SAMPLED`, so the one compare sends those on too.
                     "2:",
-                    "mov rsi, qword ptr [rsp]",
                     "test rdx, rdx",
-                    "jnz {predicted}",
+                    "jnz 7f",
                     "cmp byte ptr [rip + {countdown_only}], 0",
-                    "je {unrouted}",
+                    "je 8f",
                     "mov ecx, dword ptr fs:[rax + {sample_left}]",
-                    "cmp rdi, rcx",
-                    "jae {unrouted}",
-                    "cmp rdi, {always_sampled}",
-                    "jae {unrouted}",
-                    "sub ecx, edi",
+                    "sub rcx, rdi",
+                    "jb 8f",
                     "mov dword ptr fs:[rax + {sample_left}], ecx",
                     "jmp qword ptr [rip + {next}]",
+                    "7:",
+                    "mov rsi, qword ptr [rsp]",
+                    "jmp {predicted}",
+                    "8:",
+                    "mov rsi, qword ptr [rsp]",
+                    "jmp {unrouted}",
                     countdown_only = sym resizealloc::mode::COUNTDOWN_ONLY,
                     sample_left = const resizealloc::region::SAMPLE_LEFT_OFFSET,
-                    always_sampled = const resizealloc::profile::ALWAYS_SAMPLED,
                     predict = const resizealloc::region::PREDICT_BITS,
                     settled = const resizealloc::region::SETTLED_BITS,
                     // `is_small_request`: `size - 1` at most a page less two (0 wraps past it).
@@ -316,10 +318,8 @@ mod alloc_free {
                     "8:",
                     "cmp byte ptr [rip + {watch}], {watch_profile}",
                     "jne {watched}",
-                    "mov rax, rdi",
-                    "shr rax, 4",
-                    "movabs rcx, {filter_multiplier}",
-                    "imul rax, rcx",
+                    "movabs rax, {filter_multiplier}",
+                    "imul rax, rdi",
                     "shr rax, {filter_shift}",
                     "lea rcx, [rip + {filter}]",
                     "cmp byte ptr [rcx + rax], 0",
@@ -398,7 +398,7 @@ mod alloc_free {
     /// * a pointer of the next allocator (outside regions nearly all of them): the range check and
     ///   the watch test, then the next allocator's `free` (eight instructions, two taken branches);
     ///   while only the profiler watches, its filter's slot for the pointer first (the common
-    ///   case of `free_foreign_watched`, its twin), ten more;
+    ///   case of `free_foreign_watched`, its twin), eight more;
     /// * the owner's free of the last block it handed out (LIFO), not counted yet and with nothing
     ///   freed below it: right here, with no taken branch (the LIFO branch of
     ///   [`Arena::try_free_local_fast`] and `Arena::release_top`, with the offsets and tags of

@@ -141,7 +141,7 @@ fn own_code_range() {
 }
 
 /// Counts a request of `size` bytes down; true when it is to be sampled (served by the next
-/// allocator through [`sampled_alloc`]). The common case is two compares and a store.
+/// allocator through [`sampled_alloc`]). The common case is one compare and a store.
 #[inline(always)]
 pub fn take_sample(size: usize) -> bool {
     if count_down(size) {
@@ -151,18 +151,24 @@ pub fn take_sample(size: usize) -> bool {
 }
 
 /// [`take_sample`]'s common case alone: true when the request was counted down and is not to
-/// be sampled; false leaves the countdown as it was, for `take_sample` to decide.
+/// be sampled; false leaves the countdown as it was, for `take_sample` to decide. The twin of
+/// `malloc`'s countdown in preload/src/entry_x86_64.rs.
 #[inline(always)]
 pub fn count_down(size: usize) -> bool {
     let ts = region::state();
-    let left = ts.sample_left.get();
-    if size < left as usize && size < ALWAYS_SAMPLED {
-        ts.sample_left.set(left - size as u32);
+    let left = ts.sample_left.get() as usize;
+    if size <= left {
+        ts.sample_left.set((left - size) as u32);
         return true;
     }
     false
 }
 
+/// Most of a gap that the countdown holds at once: `sample_left` stays under
+/// [`ALWAYS_SAMPLED`], the rest of the gap waits in `sample_carry`.
+const LEFT_MAX: usize = ALWAYS_SAMPLED - 1;
+
+/// A request larger than `sample_left`, or the thread's first.
 #[cold]
 #[inline(never)]
 fn take_sample_slow(ts: &ThreadState, size: usize) -> bool {
@@ -179,14 +185,28 @@ fn take_sample_slow(ts: &ThreadState, size: usize) -> bool {
     if first {
         let serial = NEXT_SERIAL.fetch_add(1, Ordering::Relaxed);
         ts.profile_slot.set(serial.min(u32::MAX as usize) as u32);
+    } else if size < ALWAYS_SAMPLED {
+        // The gap's rest: the request is counted down from it if it fits.
+        let rest = ts.sample_left.get() as usize + ts.sample_carry.get() as usize;
+        if size <= rest {
+            set_gap(ts, rest - size);
+            return false;
+        }
     }
-    ts.sample_left.set(draw_gap());
+    set_gap(ts, draw_gap());
     !first || size >= ALWAYS_SAMPLED
+}
+
+/// Starts the countdown of a gap of `gap` bytes (at most `u32::MAX`).
+fn set_gap(ts: &ThreadState, gap: usize) {
+    let left = gap.min(LEFT_MAX);
+    ts.sample_left.set(left as u32);
+    ts.sample_carry.set((gap - left) as u32);
 }
 
 /// A gap from the exponential distribution of mean `RATE` bytes (so every byte has the same
 /// chance to be the one sampled).
-fn draw_gap() -> u32 {
+fn draw_gap() -> usize {
     let mut z = RNG
         .fetch_add(0x9E37_79B9_7F4A_7C15, Ordering::Relaxed)
         .wrapping_add(0x9E37_79B9_7F4A_7C15);
@@ -195,7 +215,7 @@ fn draw_gap() -> u32 {
     z ^= z >> 31;
     let u = ((z >> 11) as f64 + 0.5) / (1u64 << 53) as f64;
     let gap = -(u.ln()) * RATE.load(Ordering::Relaxed) as f64;
-    gap.clamp(1.0, (u32::MAX - 1) as f64) as u32
+    gap.clamp(1.0, (u32::MAX - 1) as f64) as usize
 }
 
 /// How many blocks of `size` bytes one sample stands for.

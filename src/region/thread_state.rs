@@ -46,13 +46,18 @@ pub struct ThreadState {
     pub(crate) flags: Cell<u8>,
     /// Process mode: frees to the next allocator left before the next sampled one.
     pub(super) next_frees_left: Cell<u32>,
+    /// The allocation profiler (profile/): the part of the gap to the next sampled allocation
+    /// that is not in `sample_left` yet.
+    pub(crate) sample_carry: Cell<u32>,
     /// Process mode: estimated bytes freed to the next allocator, not yet added to the front
     /// end's process-wide count.
     pub(super) next_freed_bytes: Cell<u64>,
     /// The thread's small-block heap (slab/), or null until it needs one.
     pub(super) heap: Cell<*mut slab::Heap>,
-    /// The allocation profiler (profile/): bytes left before the thread's next sampled
-    /// allocation (0 until its first look).
+    /// The allocation profiler (profile/): bytes the thread may allocate before it looks at
+    /// the countdown again (0 until its first look). Invariant: below
+    /// [`ALWAYS_SAMPLED`](crate::profile::ALWAYS_SAMPLED), so that one compare tells a request
+    /// to count down from one to look at (larger than it, or always sampled).
     pub(crate) sample_left: Cell<u32>,
     /// The allocation profiler's slot for this thread (0: none yet).
     pub(crate) profile_slot: Cell<u32>,
@@ -77,6 +82,7 @@ impl ThreadState {
             depth: Cell::new(0),
             flags: Cell::new(0),
             next_frees_left: Cell::new(0),
+            sample_carry: Cell::new(0),
             next_freed_bytes: Cell::new(0),
             heap: Cell::new(ptr::null_mut()),
             sample_left: Cell::new(0),
