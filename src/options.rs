@@ -87,7 +87,7 @@ pub const OPTIONS: &[OptionDesc] = &[
     OptionDesc {
         name: "RESIZEALLOC_PROFILE_RATE",
         default: "512K",
-        description: "The profiler's mean bytes allocated between two samples (every block of 1 MiB or more is sampled too). Smaller: more samples, more overhead.",
+        description: "The profiler's mean bytes allocated between two samples (every block of 1 MiB or more is sampled too). Smaller: more samples, more overhead. Unset, the rate starts at 512K and is paced: it doubles while the profiler's own work takes more than 2% of the run, and comes back down when it takes much less. Set, it stays as given.",
     },
     OptionDesc {
         name: "RESIZEALLOC_STATS",
@@ -315,6 +315,8 @@ unsafe impl Sync for ProfileOutput {}
 static PROFILE_PATH: ProfileOutput = ProfileOutput(core::cell::UnsafeCell::new([0; 4096]));
 static PROFILE_PATH_LEN: AtomicUsize = AtomicUsize::new(0);
 static PROFILE_RATE: AtomicUsize = AtomicUsize::new(512 << 10);
+/// True when `RESIZEALLOC_PROFILE_RATE` set the rate (the profiler then keeps it as given).
+static PROFILE_RATE_SET: AtomicBool = AtomicBool::new(false);
 
 /// `RESIZEALLOC_PROFILE` (`1`: report on stderr; a path; `0` or unset: off) and
 /// `RESIZEALLOC_PROFILE_RATE`: starts the profiler's routing (`mode::profile_started`) the
@@ -327,6 +329,7 @@ fn set_profile(value: Option<&[u8]>, rate: Option<usize>) {
     }
     if let Some(r) = rate {
         PROFILE_RATE.store(r.max(1), Ordering::Relaxed);
+        PROFILE_RATE_SET.store(true, Ordering::Relaxed);
     }
     if on.is_none() {
         // A path. SAFETY: the profiler has not started, so nothing reads the buffer yet.
@@ -348,6 +351,12 @@ pub fn profile_output() -> &'static [u8] {
 /// The profiler's mean bytes between samples.
 pub fn profile_rate() -> usize {
     PROFILE_RATE.load(Ordering::Relaxed)
+}
+
+/// True when the profiler's rate was given (`RESIZEALLOC_PROFILE_RATE`): it stays as given.
+/// Otherwise it starts at the default and adapts to keep the profiler's share of the run small.
+pub fn profile_rate_given() -> bool {
+    PROFILE_RATE_SET.load(Ordering::Relaxed)
 }
 
 fn env(name: &core::ffi::CStr) -> Option<&'static [u8]> {

@@ -24,15 +24,25 @@ fn advisor() -> PathBuf {
 /// Runs the program with the profiler writing to `name` in the work directory; its output and
 /// the report.
 fn profiled(args: &[&str], name: &str, env: &[(&str, &str)]) -> (Output, String, PathBuf) {
+    profiled_at(Some("16K"), args, name, env)
+}
+
+/// [`profiled`] at a sampling rate of `rate`, or at the default (paced) rate for `None`.
+fn profiled_at(
+    rate: Option<&str>,
+    args: &[&str],
+    name: &str,
+    env: &[(&str, &str)],
+) -> (Output, String, PathBuf) {
     let path = work_dir().join(name);
     let _ = std::fs::remove_file(&path);
     let mut cmd = Command::new(advisor());
-    cmd.args(args);
+    cmd.args(args).env_remove("RESIZEALLOC_PROFILE_RATE");
     let p = path.to_str().unwrap().to_string();
-    let mut all = vec![
-        ("RESIZEALLOC_PROFILE", p.as_str()),
-        ("RESIZEALLOC_PROFILE_RATE", "16K"),
-    ];
+    let mut all = vec![("RESIZEALLOC_PROFILE", p.as_str())];
+    if let Some(r) = rate {
+        all.push(("RESIZEALLOC_PROFILE_RATE", r));
+    }
     all.extend_from_slice(env);
     let out = preloaded(cmd, &all);
     assert!(
@@ -156,6 +166,34 @@ fn names_the_two_temporary_functions_by_bytes_and_not_the_builder() {
         let bytes: u64 = line.rsplit(' ').next().unwrap().parse().unwrap();
         assert!(line.contains(";run;parse_request") && bytes > 0, "{line}");
     }
+}
+
+/// The first line of a report: its run, samples and rate.
+fn rate_line(report: &str) -> &str {
+    report.lines().next().unwrap_or("")
+}
+
+#[test]
+fn the_default_rate_is_paced_and_a_given_rate_is_kept() {
+    // About 25 GB/s allocated: at the default start of 512 KiB the profiler's stack walks take
+    // well over its share, so the rate goes up; the candidates stay what they are.
+    let (_, report, _) = profiled_at(None, &["plain", "200000"], "report-paced", &[]);
+    let line = rate_line(&report);
+    assert!(
+        line.contains("from 512.0 KiB on at the start: paced"),
+        "the default rate paced:\n{report}"
+    );
+    let c = candidates(&report);
+    assert!(
+        c.len() >= 2 && c[0] == "parse_request" && c[1] == "score_batch",
+        "candidates at the paced rate {c:?}\n{report}"
+    );
+    let (_, report, _) = profiled_at(Some("512K"), &["plain", "200000"], "report-given", &[]);
+    let line = rate_line(&report);
+    assert!(
+        line.contains("one per 512.0 KiB allocated on average,") && !line.contains("paced"),
+        "a given rate stays as given:\n{report}"
+    );
 }
 
 #[test]

@@ -278,12 +278,23 @@ fn text(
     let all = tot.allocations.max(1.0);
 
     let mut s = String::new();
+    let start_rate = crate::options::profile_rate();
+    let paced = if profile::rate() != start_rate {
+        format!(
+            ", from {} on at the start: paced to keep the profiler's own work near {}% of the run",
+            bytes(start_rate as f64),
+            profile::PACE_PERCENT
+        )
+    } else {
+        String::new()
+    };
     let _ = writeln!(
         s,
-        "resizealloc profile: {} run, {} samples (one per {} allocated on average, and every block of 1 MiB or more)",
+        "resizealloc profile: {} run, {} samples (one per {} allocated on average{}, and every block of 1 MiB or more)",
         seconds(run_ns as f64),
         tot.samples,
         bytes(profile::rate() as f64),
+        paced,
     );
     let _ = writeln!(
         s,

@@ -43,6 +43,17 @@ pub const DEFAULT_RATE: usize = 512 << 10;
 /// Every allocation of this size or more is sampled.
 pub const ALWAYS_SAMPLED: usize = 1 << 20;
 
+/// The profiler's own work (stack walks, table updates) that the default rate allows, in
+/// percent of the run's time: past it the rate doubles, under a quarter of it the rate halves
+/// again (never under the rate the run started with). A given `RESIZEALLOC_PROFILE_RATE` stays
+/// as given. The work of all threads is set against the time that passed, so a program whose
+/// threads allocate at once is paced as if one thread did all the work (more conservative).
+pub const PACE_PERCENT: u64 = 2;
+/// Samples between two looks at the profiler's share of the run.
+const PACE_WINDOW: u64 = 256;
+/// The highest rate pacing goes to (blocks of 1 MiB or more are sampled whatever the rate).
+const PACE_MAX_RATE: usize = 1 << 30;
+
 static RATE: AtomicUsize = AtomicUsize::new(DEFAULT_RATE);
 /// The next thread serial (histories are per serial).
 static NEXT_SERIAL: AtomicUsize = AtomicUsize::new(1);
@@ -316,6 +327,42 @@ fn record_alloc(p: usize, size: usize, born_ticks: u64, above: usize) {
     if stack == NO_STACK || !t.insert_live(rec) {
         t.totals.dropped += 1;
     }
+    let now = clock::ticks();
+    t.totals.window_work += now.wrapping_sub(born_ticks);
+    pace(&mut t.totals, now);
+}
+
+/// After each sample: every [`PACE_WINDOW`] samples, the profiler's work in the window against
+/// the time it spanned sets the rate (see [`PACE_PERCENT`]).
+fn pace(tot: &mut state::Totals, now: u64) {
+    tot.window_samples += 1;
+    if tot.window_start == 0 {
+        tot.window_start = now;
+        tot.window_work = 0;
+        tot.window_samples = 0;
+        return;
+    }
+    if tot.window_samples < PACE_WINDOW {
+        return;
+    }
+    let span = now.wrapping_sub(tot.window_start);
+    let work = tot.window_work;
+    tot.window_start = now;
+    tot.window_work = 0;
+    tot.window_samples = 0;
+    if crate::options::profile_rate_given() {
+        return;
+    }
+    let rate = RATE.load(Ordering::Relaxed);
+    let floor = crate::options::profile_rate().max(1);
+    let new = if work.saturating_mul(100) > span.saturating_mul(PACE_PERCENT) {
+        rate.saturating_mul(2).min(PACE_MAX_RATE)
+    } else if work.saturating_mul(400) < span.saturating_mul(PACE_PERCENT) {
+        (rate / 2).max(floor)
+    } else {
+        rate
+    };
+    RATE.store(new, Ordering::Relaxed);
 }
 
 /// True when `p` (a block going back to the next allocator) may be a sampled one: one load.
@@ -367,6 +414,7 @@ fn record_free(rec: &Live, now: u64, above: usize) {
         h.bytes.saturating_sub(rec.born_bytes),
     );
     t.close(rec, depth, whole, life);
+    t.totals.window_work += clock::ticks().wrapping_sub(now);
 }
 
 /// `realloc` of a block of the next allocator while the profiler runs: a sampled block keeps

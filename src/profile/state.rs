@@ -161,6 +161,11 @@ pub(crate) struct Totals {
     /// Call stacks taken by the fast walk, and by the unwinder where it declined.
     pub(crate) fast_walks: u64,
     pub(crate) unwinder_walks: u64,
+    /// The profiler's own work in the current window of samples (ticks), the tick the window
+    /// started at and its samples: the default rate's pacing (`profile::pace`).
+    pub(crate) window_work: u64,
+    pub(crate) window_start: u64,
+    pub(crate) window_samples: u64,
 }
 
 pub(crate) struct Tables {
