@@ -42,21 +42,28 @@ impl Default for ResizeAlloc<System> {
 
 impl<A: GlobalAlloc> ResizeAlloc<A> {
     /// Everything `alloc`'s inlined fast path declined: the arena's slow path, or `next`.
-    /// While the profiler runs, a thread with no route first takes the profiler's common case
-    /// (markers or off mode: a request counted down and not sampled goes to `next` as if
-    /// settled), then `alloc_profiled`. Cold and out of line, so that `alloc`'s other paths keep
+    /// While the profiler runs, a thread outside regions whose request the countdown did not
+    /// take goes to `alloc_profiled`. Cold and out of line, so that `alloc`'s other paths keep
     /// their registers and their fall-through.
     #[cold]
     #[inline(never)]
     fn alloc_slow(&self, layout: Layout) -> *mut u8 {
-        if profile::enabled() && region::load_active().is_null() {
-            if crate::mode::countdown_only() && profile::count_down(layout.size()) {
-                // SAFETY: the GlobalAlloc caller's layout, forwarded.
-                return unsafe { self.next.alloc(layout) };
-            }
+        if profile::enabled() && region::is_unrouted(region::load_active()) {
             return self.alloc_profiled(layout);
         }
         self.alloc_unprofiled(layout)
+    }
+
+    /// An allocation of a thread outside regions while the profiler runs in markers or off mode
+    /// (`Route::Countdown`): `next` once the countdown took it, else `alloc_slow`. Out of line:
+    /// inlined, its call to `next` gave `alloc` a stack frame on every path.
+    #[inline(never)]
+    fn alloc_counted(&self, layout: Layout) -> *mut u8 {
+        if profile::count_down(layout.size()) {
+            // SAFETY: the GlobalAlloc caller's layout, forwarded.
+            return unsafe { self.next.alloc(layout) };
+        }
+        self.alloc_slow(layout)
     }
 
     /// An allocation outside regions while the profiler runs: a sampled one from `next`
@@ -72,6 +79,7 @@ impl<A: GlobalAlloc> ResizeAlloc<A> {
             return profile::sampled_alloc(layout.size(), || unsafe { self.next.alloc(layout) });
         }
         if crate::mode::passes_through() {
+            region::settle_outside();
             // SAFETY: as above.
             return unsafe { self.next.alloc(layout) };
         }
@@ -111,6 +119,7 @@ impl<A: GlobalAlloc> ResizeAlloc<A> {
             });
         }
         if crate::mode::passes_through() {
+            region::settle_outside();
             // SAFETY: as above.
             return unsafe { self.next.alloc_zeroed(layout) };
         }
@@ -204,6 +213,7 @@ unsafe impl<A: GlobalAlloc> GlobalAlloc for ResizeAlloc<A> {
             }
             // SAFETY: forwarded contract.
             router::Route::Next => unsafe { self.next.alloc(layout) },
+            router::Route::Countdown => self.alloc_counted(layout),
             // One arm for both (a test for null before the settled one cost the pass-through
             // two instructions).
             router::Route::Check | router::Route::Predict => self.alloc_slow(layout),
@@ -212,7 +222,7 @@ unsafe impl<A: GlobalAlloc> GlobalAlloc for ResizeAlloc<A> {
 
     #[inline(always)]
     unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
-        if profile::enabled() && region::load_active().is_null() {
+        if profile::enabled() && region::is_unrouted(region::load_active()) {
             return self.alloc_zeroed_profiled(layout);
         }
         // SAFETY: forwarded contract.

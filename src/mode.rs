@@ -48,34 +48,18 @@ pub(crate) const WATCH_SLAB: u8 = 4;
 pub const WATCH_PROFILE: u8 = 8;
 
 /// True while the allocation profiler runs (`RESIZEALLOC_PROFILE`): threads outside regions
-/// are then never settled (`region::outside_value` is null), so that every allocation outside
-/// a region passes the profiler's countdown (profile/).
+/// are then never settled (`region::outside_value` is `region::COUNTDOWN` in markers and off
+/// mode, null in process mode), so that every allocation outside a region passes the
+/// profiler's countdown (profile/).
 pub(crate) static PROFILE: AtomicBool = AtomicBool::new(false);
 
-/// 1 while the profiler runs in markers or off mode: an allocation of a thread with no route
-/// (`active` null) then needs only the profiler's countdown on its way to the next allocator,
-/// which the preload library's `malloc` runs in assembly (hence public, read-only outside the
-/// crate). 0 otherwise: the router looks at everything.
-pub static COUNTDOWN_ONLY: Published<AtomicU8> = Published::new(AtomicU8::new(0));
-
-/// True while [`COUNTDOWN_ONLY`] is set: one load.
-#[inline(always)]
-pub(crate) fn countdown_only() -> bool {
-    COUNTDOWN_ONLY.load(Ordering::Relaxed) != 0
-}
-
-fn update_countdown_only() {
-    let on = PROFILE.load(Ordering::Relaxed) && passes_through();
-    COUNTDOWN_ONLY.atomic().store(on as u8, Ordering::Relaxed);
-}
-
-/// Starts the profiler's routing: unsettled threads, watched frees.
+/// Starts the profiler's routing: threads outside regions counted down (`region::COUNTDOWN`),
+/// watched frees.
 pub(crate) fn profile_started() {
     PROFILE.store(true, Ordering::Relaxed);
     FOREIGN_WATCH
         .atomic()
         .fetch_or(WATCH_PROFILE, Ordering::Relaxed);
-    update_countdown_only();
 }
 
 /// Called when the small-block heap makes its reservation, before its first block is handed out.
@@ -93,7 +77,6 @@ pub(crate) fn mode_changed(m: RegionMode) {
         RegionMode::Off => MODE_OFF,
     };
     MODE.store(bits, Ordering::Relaxed);
-    update_countdown_only();
     if bits & MODE_PROCESS != 0 {
         FOREIGN_WATCH
             .atomic()

@@ -102,7 +102,7 @@ mod alloc_free {
                     ".p2align 6",
                     "mov rax, qword ptr [rip + resizealloc_thread_state@GOTTPOFF]",
                     "mov rdx, qword ptr fs:[rax]",
-                    "cmp rdx, {predict}",
+                    "cmp rdx, {routes}",
                     "jbe 3f",
                     // In a region; rdx = the arena. `size - 1` above the small path's: 0 bytes, or
                     // a page or more (below, at label 4).
@@ -176,30 +176,31 @@ mod alloc_free {
                     // `real::MALLOC` always holds a callable `malloc` (the next object's, or the
                     // resolver).
                     "jmp qword ptr [rip + {next}]",
-                    // `PREDICT` (rdx not null) goes to the predictor, with the site (label 7).
-                    // No route (null) goes to `malloc_unrouted` with the site (label 8), unless
-                    // only the profiler's countdown stands between the thread and the next
-                    // allocator: then a request of at most `sample_left` bytes is counted down
-                    // here (rax still holds the TLS offset). `sample_left` stays under
-                    // `ALWAYS_SAMPLED`, so the one compare sends those on too.
+                    // rdx is null (no route), `PREDICT` or `COUNTDOWN`. `PREDICT` goes to the
+                    // predictor, with the site (label 7); no route to `malloc_unrouted` with the
+                    // site (label 8). `COUNTDOWN` (only the profiler's countdown stands between
+                    // the thread and the next allocator): the request is counted down from
+                    // `sample_left` in memory (rax still holds the TLS offset); when that
+                    // borrows, the request is added back and `malloc_unrouted` decides.
+                    // `sample_left` stays under `ALWAYS_SAMPLED`, so the borrow sends those on
+                    // too.
                     "2:",
-                    "test rdx, rdx",
-                    "jnz 7f",
-                    "cmp byte ptr [rip + {countdown_only}], 0",
-                    "je 8f",
-                    "mov ecx, dword ptr fs:[rax + {sample_left}]",
-                    "sub rcx, rdi",
+                    "cmp rdx, {predict}",
+                    "je 7f",
                     "jb 8f",
-                    "mov dword ptr fs:[rax + {sample_left}], ecx",
+                    "sub qword ptr fs:[rax + {sample_left}], rdi",
+                    "jb 9f",
                     "jmp qword ptr [rip + {next}]",
                     "7:",
                     "mov rsi, qword ptr [rsp]",
                     "jmp {predicted}",
+                    "9:",
+                    "add qword ptr fs:[rax + {sample_left}], rdi",
                     "8:",
                     "mov rsi, qword ptr [rsp]",
                     "jmp {unrouted}",
-                    countdown_only = sym resizealloc::mode::COUNTDOWN_ONLY,
                     sample_left = const resizealloc::region::SAMPLE_LEFT_OFFSET,
+                    routes = const resizealloc::region::ROUTE_BITS_MAX,
                     predict = const resizealloc::region::PREDICT_BITS,
                     settled = const resizealloc::region::SETTLED_BITS,
                     // `is_small_request`: `size - 1` at most a page less two (0 wraps past it).
@@ -367,10 +368,11 @@ mod alloc_free {
     ///   register holds whatever the program left there);
     /// * a thread outside regions whose mode is known (`SETTLED`) jumps straight to the next
     ///   allocator's `malloc` (seven instructions, two taken branches);
-    /// * a thread with no route while the profiler runs in markers or off mode
-    ///   (`mode::COUNTDOWN_ONLY`) counts the request down from its `sample_left` and jumps to
-    ///   the next allocator's `malloc`, unless the request is to be sampled (the common case of
-    ///   `malloc_unrouted` and `profile::take_sample`, its twin);
+    /// * a thread outside regions while the profiler runs in markers or off mode
+    ///   (`COUNTDOWN`) counts the request down from its `sample_left` and jumps to the next
+    ///   allocator's `malloc` (five instructions more than `SETTLED`), unless the request does
+    ///   not fit in what is left (the common case of `malloc_unrouted` and
+    ///   `profile::take_sample`, its twin);
     /// * the rest go with the site (the return address) in the second argument register to
     ///   [`malloc_predicted_entry`] (`PREDICT`: process mode) or to `malloc_unrouted` (first
     ///   use, a sample). Only those paths use a site: an arena's slow path needs none, so the

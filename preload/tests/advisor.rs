@@ -307,3 +307,93 @@ fn bad_values_get_a_warning_and_an_unwritable_file_goes_to_stderr() {
     assert!(err.contains("cannot write the report file"), "{err}");
     assert!(err.contains("Region candidates"), "{err}");
 }
+
+/// `1.2K`, `3.4M`, `5.6G` or a plain count, as the report writes counts.
+fn parse_count(s: &str) -> f64 {
+    let (num, mult) = match s.chars().last() {
+        Some('K') => (&s[..s.len() - 1], 1e3),
+        Some('M') => (&s[..s.len() - 1], 1e6),
+        Some('G') => (&s[..s.len() - 1], 1e9),
+        _ => (s, 1.0),
+    };
+    num.parse::<f64>()
+        .unwrap_or_else(|_| panic!("no count: {s}"))
+        * mult
+}
+
+/// `12 B`, `3.4 KiB`, `5.6 MiB` or `7.8 GiB`, as the report writes sizes.
+fn parse_bytes(num: &str, unit: &str) -> f64 {
+    let mult = match unit.trim_end_matches([',', ';']) {
+        "KiB" => 1024.0,
+        "MiB" => 1024.0 * 1024.0,
+        "GiB" => 1024.0 * 1024.0 * 1024.0,
+        _ => 1.0,
+    };
+    num.parse::<f64>()
+        .unwrap_or_else(|_| panic!("no size: {num}"))
+        * mult
+}
+
+/// A value countdown.c printed.
+fn printed(out: &Output, key: &str) -> f64 {
+    text(&out.stdout)
+        .lines()
+        .find_map(|l| l.strip_prefix(key))
+        .and_then(|v| v.trim().parse().ok())
+        .unwrap_or_else(|| panic!("countdown.c printed no {key}:\n{}", text(&out.stdout)))
+}
+
+/// The countdown (in `malloc`'s assembly, and its twin in the other build) samples as often as
+/// the rate says and every block of 1 MiB or more, whatever the requests' mix of sizes and of
+/// `malloc` and `calloc`: the report's estimates of what was allocated match what the program
+/// counted.
+#[test]
+fn the_countdown_samples_at_the_rate_and_every_large_block() {
+    let exe = compile_as("countdown", "countdown", false);
+    let path = work_dir().join("report-countdown");
+    let _ = std::fs::remove_file(&path);
+    let mut cmd = Command::new(&exe);
+    cmd.arg("4000");
+    let out = preloaded(
+        cmd,
+        &[
+            ("RESIZEALLOC_PROFILE", path.to_str().unwrap()),
+            ("RESIZEALLOC_PROFILE_RATE", "64K"),
+        ],
+    );
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let report = std::fs::read_to_string(&path).unwrap();
+    let (allocations, bytes, large) = (
+        printed(&out, "allocations "),
+        printed(&out, "bytes "),
+        printed(&out, "large "),
+    );
+    let first: Vec<&str> = rate_line(&report).split_whitespace().collect();
+    let samples: f64 = first
+        .iter()
+        .position(|w| w.starts_with("samples"))
+        .and_then(|i| first[i - 1].parse().ok())
+        .unwrap_or_else(|| panic!("no samples:\n{report}"));
+    let totals: Vec<&str> = report
+        .lines()
+        .find(|l| l.trim_start().starts_with("outside regions: about"))
+        .unwrap_or_else(|| panic!("no totals:\n{report}"))
+        .split_whitespace()
+        .collect();
+    let (est_allocations, est_bytes) = (parse_count(totals[3]), parse_bytes(totals[5], totals[6]));
+    // The small blocks' bytes at one sample per 64 KiB on average, and every large block.
+    let large_bytes = large / 2.0 * ((3 << 19) + (2 << 20)) as f64;
+    let expected = (bytes - large_bytes) / (64 << 10) as f64 + large;
+    assert!(
+        samples >= large && (samples - expected).abs() < 0.2 * expected,
+        "{samples} samples, {expected:.0} expected ({large} large blocks)\n{report}"
+    );
+    assert!(
+        (est_allocations - allocations).abs() < 0.1 * allocations,
+        "about {est_allocations} allocations estimated, {allocations} made\n{report}"
+    );
+    assert!(
+        (est_bytes - bytes).abs() < 0.1 * bytes,
+        "about {est_bytes} bytes estimated, {bytes} allocated\n{report}"
+    );
+}

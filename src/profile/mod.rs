@@ -11,15 +11,16 @@
 //!
 //! # How allocations reach it
 //!
-//! While it runs, a thread outside regions is never settled (`region::outside_value` is null),
-//! so its every allocation takes the router's unrouted path, where [`take_sample`] counts the
-//! bytes down. When the count runs out (a mean gap of `RESIZEALLOC_PROFILE_RATE` bytes, drawn
-//! from an exponential distribution as jemalloc's `lg_prof_sample` does, plus every block of 1 MiB
-//! or more) the front end serves the request from the next allocator through [`sampled_alloc`],
-//! which times it. Frees to the next allocator are watched (`mode::WATCH_PROFILE`): one filter
-//! load tells a sampled block ([`maybe_sampled`]), whose free [`sampled_free`] times and
-//! records. Allocations inside regions keep the arena's fast paths and are not sampled: they
-//! are in a region already.
+//! While it runs, a thread outside regions is never settled: its `active` route is
+//! `region::COUNTDOWN` in markers and off mode, null in process mode, so its every allocation
+//! passes [`count_down`] (in `malloc`'s assembly, for the preload library). When the count runs
+//! out (a mean gap of `RESIZEALLOC_PROFILE_RATE` bytes, drawn from an exponential distribution
+//! as jemalloc's `lg_prof_sample` does, plus every block of 1 MiB or more) [`take_sample`]
+//! decides, and the front end serves the request from the next allocator through
+//! [`sampled_alloc`], which times it. Frees to the next allocator are watched
+//! (`mode::WATCH_PROFILE`): one filter load tells a sampled block ([`maybe_sampled`]), whose
+//! free [`sampled_free`] times and records. Allocations inside regions keep the arena's fast
+//! paths and are not sampled: they are in a region already.
 //!
 //! The profiler never allocates through itself: its tables are one fixed mapping, its stack
 //! walk allocates nothing, and the thread's `PROFILING` flag keeps anything the unwinder or the
@@ -163,16 +164,17 @@ pub fn take_sample(size: usize) -> bool {
 
 /// [`take_sample`]'s common case alone: true when the request was counted down and is not to
 /// be sampled; false leaves the countdown as it was, for `take_sample` to decide. The twin of
-/// `malloc`'s countdown in preload/src/entry_x86_64.rs.
+/// `malloc`'s countdown in preload/src/entry_x86_64.rs (which subtracts in memory, and adds
+/// the request back when the subtraction borrowed).
 #[inline(always)]
 pub fn count_down(size: usize) -> bool {
     let ts = region::state();
-    let left = ts.sample_left.get() as usize;
-    if size <= left {
-        ts.sample_left.set((left - size) as u32);
-        return true;
+    let (left, borrow) = ts.sample_left.get().overflowing_sub(size as u64);
+    if borrow {
+        return false;
     }
-    false
+    ts.sample_left.set(left);
+    true
 }
 
 /// Most of a gap that the countdown holds at once: `sample_left` stays under
@@ -211,7 +213,7 @@ fn take_sample_slow(ts: &ThreadState, size: usize) -> bool {
 /// Starts the countdown of a gap of `gap` bytes (at most `u32::MAX`).
 fn set_gap(ts: &ThreadState, gap: usize) {
     let left = gap.min(LEFT_MAX);
-    ts.sample_left.set(left as u32);
+    ts.sample_left.set(left as u64);
     ts.sample_carry.set((gap - left) as u32);
 }
 

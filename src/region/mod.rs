@@ -27,8 +27,9 @@ pub(crate) use routing::{
     slab_heap_of,
 };
 pub use routing::{
-    add_next_freed, is_arena, options_ready, NEXT_FREED_BATCH, NEXT_FREE_SAMPLE, PREDICT,
-    PREDICT_BITS, SETTLED, SETTLED_BITS,
+    add_next_freed, is_arena, is_unrouted, options_ready, COUNTDOWN, COUNTDOWN_BITS,
+    NEXT_FREED_BATCH, NEXT_FREE_SAMPLE, PREDICT, PREDICT_BITS, ROUTE_BITS_MAX, SETTLED,
+    SETTLED_BITS,
 };
 pub use thread_state::{
     no_arena, NoArena, ThreadState, FREE_ARENA_OFFSET, NO_ARENA, OWN_OFFSET, SAMPLE_LEFT_OFFSET,

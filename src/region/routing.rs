@@ -21,7 +21,7 @@ use crate::reservation;
 use crate::slab;
 
 /// One free to the next allocator in this many is sampled (see `router::note_next_free`).
-pub const NEXT_FREE_SAMPLE: u32 = 16;
+pub const NEXT_FREE_SAMPLE: u16 = 16;
 /// A thread adds its estimate of bytes freed to the next allocator to the front end's count in
 /// batches of this many.
 pub const NEXT_FREED_BATCH: u64 = 4 << 20;
@@ -97,13 +97,31 @@ pub const SETTLED_BITS: usize = 1;
 /// arena (`ThreadState::arena`): process mode, and regions of an arena whose regions leave blocks
 /// behind (see lifetime.rs).
 pub const PREDICT: *const Arena = PREDICT_BITS as *const Arena;
-/// [`PREDICT`] as an integer: every larger `active` value is an arena (see [`is_arena`]).
+/// [`PREDICT`] as an integer.
 pub const PREDICT_BITS: usize = 2;
 
-/// True when an `active` value is an arena (not null, not [`SETTLED`], not [`PREDICT`]).
+/// `ThreadState::active` of a thread outside regions while the allocation profiler runs in
+/// markers or off mode: its allocations go to the next allocator once counted down
+/// (`profile::count_down`), which the preload library's `malloc` does in assembly.
+pub const COUNTDOWN: *const Arena = COUNTDOWN_BITS as *const Arena;
+/// [`COUNTDOWN`] as an integer.
+pub const COUNTDOWN_BITS: usize = 3;
+/// The largest `active` value that is a route, not an arena: every larger one is an arena
+/// (see [`is_arena`]).
+pub const ROUTE_BITS_MAX: usize = COUNTDOWN_BITS;
+
+/// True when an `active` value is an arena (not null, not [`SETTLED`], [`PREDICT`] or
+/// [`COUNTDOWN`]).
 #[inline(always)]
 pub fn is_arena(a: *const Arena) -> bool {
-    a as usize > PREDICT as usize
+    a as usize > ROUTE_BITS_MAX
+}
+
+/// True when an `active` value sends allocations through the profiler's unrouted path when
+/// it runs: null, or [`COUNTDOWN`].
+#[inline(always)]
+pub fn is_unrouted(a: *const Arena) -> bool {
+    a.is_null() || a == COUNTDOWN
 }
 
 /// The arena allocations should go to through the predictor now, or null.
@@ -134,13 +152,16 @@ pub(crate) fn active_arena(ts: &ThreadState) -> *const Arena {
     }
 }
 
-/// What `active` becomes when the thread leaves its regions: [`SETTLED`] once the mode is known
-/// (markers or off), else null so that the next allocation looks at the mode again.
-pub(super) fn outside_value() -> *const Arena {
-    if crate::mode::passes_through() && !crate::mode::PROFILE.load(Ordering::Relaxed) {
-        SETTLED
-    } else {
+/// What `active` becomes when the thread leaves its regions: once the mode is known (markers or
+/// off), [`SETTLED`], or [`COUNTDOWN`] while the profiler runs; else null so that the next
+/// allocation looks at the mode again.
+pub(crate) fn outside_value() -> *const Arena {
+    if !crate::mode::passes_through() {
         ptr::null()
+    } else if crate::mode::PROFILE.load(Ordering::Relaxed) {
+        COUNTDOWN
+    } else {
+        SETTLED
     }
 }
 

@@ -44,11 +44,14 @@ pub struct ThreadState {
     pub(super) free_arena: Cell<*const Arena>,
     pub(super) depth: Cell<u32>,
     pub(crate) flags: Cell<u8>,
-    /// Process mode: frees to the next allocator left before the next sampled one.
-    pub(super) next_frees_left: Cell<u32>,
+    /// Process mode: frees to the next allocator left before the next sampled one (at most
+    /// `NEXT_FREE_SAMPLE`).
+    pub(super) next_frees_left: Cell<u16>,
     /// The allocation profiler (profile/): the part of the gap to the next sampled allocation
     /// that is not in `sample_left` yet.
     pub(crate) sample_carry: Cell<u32>,
+    /// The allocation profiler's slot for this thread (0: none yet).
+    pub(crate) profile_slot: Cell<u32>,
     /// Process mode: estimated bytes freed to the next allocator, not yet added to the front
     /// end's process-wide count.
     pub(super) next_freed_bytes: Cell<u64>,
@@ -57,10 +60,10 @@ pub struct ThreadState {
     /// The allocation profiler (profile/): bytes the thread may allocate before it looks at
     /// the countdown again (0 until its first look). Invariant: below
     /// [`ALWAYS_SAMPLED`](crate::profile::ALWAYS_SAMPLED), so that one compare tells a request
-    /// to count down from one to look at (larger than it, or always sampled).
-    pub(crate) sample_left: Cell<u32>,
-    /// The allocation profiler's slot for this thread (0: none yet).
-    pub(crate) profile_slot: Cell<u32>,
+    /// to count down from one to look at (larger than it, or always sampled). A word, so that
+    /// `malloc`'s entry point counts down with one subtraction in memory (its borrow tells a
+    /// request larger than what is left, whatever its size).
+    pub(crate) sample_left: Cell<u64>,
 }
 
 impl ThreadState {
@@ -83,10 +86,10 @@ impl ThreadState {
             flags: Cell::new(0),
             next_frees_left: Cell::new(0),
             sample_carry: Cell::new(0),
+            profile_slot: Cell::new(0),
             next_freed_bytes: Cell::new(0),
             heap: Cell::new(ptr::null_mut()),
             sample_left: Cell::new(0),
-            profile_slot: Cell::new(0),
         }
     }
 
@@ -139,7 +142,7 @@ pub const OWN_OFFSET: usize = 8;
 /// Byte offset of `free_arena` (the own arena, or [`NO_ARENA`]; never null) in the thread's
 /// state block: what `free`'s assembly entry point (preload/src/entry_x86_64.rs) reads.
 pub const FREE_ARENA_OFFSET: usize = 16;
-/// Byte offset of `sample_left` (the profiler's countdown, a `u32`) in the thread's state
+/// Byte offset of `sample_left` (the profiler's countdown, a `u64`) in the thread's state
 /// block: what `malloc`'s assembly entry point counts down while the profiler runs.
 pub const SAMPLE_LEFT_OFFSET: usize = 56;
 

@@ -49,19 +49,21 @@ pub fn malloc_at<N: Next>(size: usize, site: usize) -> *mut u8 {
     match route() {
         Route::Arena(a) => malloc_in::<N>(size, site, a),
         Route::Next => N::malloc(size),
-        Route::Check => malloc_unrouted::<N>(size, site),
+        Route::Check | Route::Countdown => malloc_unrouted::<N>(size, site),
         Route::Predict => malloc_predicted::<N>(size.max(1), site),
     }
 }
 
-/// `malloc` for a thread with no route: the profiler's countdown while it runs, else
-/// [`malloc_slow`], which looks at the mode (and settles the thread). `extern "C"`: `malloc`'s
-/// assembly entry point reaches it.
+/// `malloc` for a thread with no route, or with the profiler's (`region::COUNTDOWN`): the
+/// profiler's countdown while it runs, else [`malloc_slow`], which looks at the mode (and
+/// settles the thread). `extern "C"`: `malloc`'s assembly entry point reaches it (for the
+/// countdown's route, only when the request did not fit in what was left).
 #[inline(never)]
 pub extern "C" fn malloc_unrouted<N: Next>(size: usize, site: usize) -> *mut u8 {
     if profile::enabled() {
         let sampled = profile::take_sample(size);
         if !sampled && crate::mode::passes_through() {
+            region::settle_outside();
             return N::malloc(size);
         }
         return malloc_profiled::<N>(size, site, sampled);
@@ -221,7 +223,7 @@ pub fn calloc_at<N: Next>(n: usize, size: usize, total: usize, site: usize) -> *
         }
         Route::Next => N::calloc(n, size),
         Route::Predict => calloc_predicted::<N>(n, size, total, site),
-        Route::Check => calloc_unrouted::<N>(n, size, total, site),
+        Route::Check | Route::Countdown => calloc_unrouted::<N>(n, size, total, site),
     }
 }
 
@@ -234,12 +236,13 @@ fn calloc_unrouted<N: Next>(n: usize, size: usize, total: usize, site: usize) ->
     if profile::take_sample(total) {
         return profile::sampled_alloc(total, || N::calloc(n, size));
     }
+    if crate::mode::passes_through() {
+        region::settle_outside();
+        return N::calloc(n, size);
+    }
     let ts = region::state();
     if ts.flags.get() & region::JOINED != 0 {
         return region::as_predicted(ts, || calloc_predicted::<N>(n, size, total, site));
-    }
-    if crate::mode::passes_through() {
-        return N::calloc(n, size);
     }
     calloc_slow::<N>(n, size, total, site)
 }

@@ -63,6 +63,9 @@ pub enum Route {
     /// Through the lifetime predictor to the thread's arena: [`try_alloc_predicted_fast`],
     /// else [`alloc_predicted_general`].
     Predict,
+    /// Outside regions while the profiler runs in markers or off mode: the next allocator once
+    /// `profile::count_down` took the request, else the profiler's unrouted path.
+    Countdown,
 }
 
 /// The calling thread's [`Route`].
@@ -75,8 +78,10 @@ pub fn route() -> Route {
         Route::Check
     } else if a == region::SETTLED {
         Route::Next
-    } else {
+    } else if a == region::PREDICT {
         Route::Predict
+    } else {
+        Route::Countdown
     }
 }
 
