@@ -42,28 +42,26 @@ impl Default for ResizeAlloc<System> {
 
 impl<A: GlobalAlloc> ResizeAlloc<A> {
     /// Everything `alloc`'s inlined fast path declined: the arena's slow path, or `next`.
-    /// While the profiler runs, a thread outside regions whose request the countdown did not
-    /// take goes to `alloc_profiled`. Cold and out of line, so that `alloc`'s other paths keep
+    /// While the profiler runs, a thread outside regions first takes the profiler's common case
+    /// (markers or off mode, `Route::Countdown`: a request counted down and not sampled goes to
+    /// `next`), then `alloc_profiled`. Cold and out of line, so that `alloc`'s other paths keep
     /// their registers and their fall-through.
     #[cold]
     #[inline(never)]
     fn alloc_slow(&self, layout: Layout) -> *mut u8 {
-        if profile::enabled() && region::is_unrouted(region::load_active()) {
+        // `COUNTDOWN` is only ever set while the profiler runs.
+        let a = region::load_active();
+        if a == region::COUNTDOWN {
+            if profile::count_down(layout.size()) {
+                // SAFETY: the GlobalAlloc caller's layout, forwarded.
+                return unsafe { self.next.alloc(layout) };
+            }
+            return self.alloc_profiled(layout);
+        }
+        if a.is_null() && profile::enabled() {
             return self.alloc_profiled(layout);
         }
         self.alloc_unprofiled(layout)
-    }
-
-    /// An allocation of a thread outside regions while the profiler runs in markers or off mode
-    /// (`Route::Countdown`): `next` once the countdown took it, else `alloc_slow`. Out of line:
-    /// inlined, its call to `next` gave `alloc` a stack frame on every path.
-    #[inline(never)]
-    fn alloc_counted(&self, layout: Layout) -> *mut u8 {
-        if profile::count_down(layout.size()) {
-            // SAFETY: the GlobalAlloc caller's layout, forwarded.
-            return unsafe { self.next.alloc(layout) };
-        }
-        self.alloc_slow(layout)
     }
 
     /// An allocation outside regions while the profiler runs: a sampled one from `next`
@@ -213,10 +211,12 @@ unsafe impl<A: GlobalAlloc> GlobalAlloc for ResizeAlloc<A> {
             }
             // SAFETY: forwarded contract.
             router::Route::Next => unsafe { self.next.alloc(layout) },
-            router::Route::Countdown => self.alloc_counted(layout),
-            // One arm for both (a test for null before the settled one cost the pass-through
-            // two instructions).
-            router::Route::Check | router::Route::Predict => self.alloc_slow(layout),
+            // One arm for the rest (a test for null before the settled one cost the
+            // pass-through two instructions; an arm of its own for the profiler's countdown
+            // changed where the compiler inlines `alloc`).
+            router::Route::Check | router::Route::Predict | router::Route::Countdown => {
+                self.alloc_slow(layout)
+            }
         }
     }
 

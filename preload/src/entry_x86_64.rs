@@ -314,22 +314,20 @@ mod alloc_free {
                     // resolver); no bootstrap block exists while the watch flags are clear
                     // (`WATCH_FRONT_END`).
                     "jmp qword ptr [rip + {next}]",
-                    // Only the profiler watches (no bootstrap block either): a block whose
-                    // filter slot is zero was not sampled, and goes straight on.
+                    // `FREE_FILTER` is the profiler's filter while it alone watches (no
+                    // bootstrap block either): a block whose slot there is zero was not
+                    // sampled, and goes straight on. With any other watcher every slot of it is
+                    // set: the watched path.
                     "8:",
-                    "cmp byte ptr [rip + {watch}], {watch_profile}",
-                    "jne {watched}",
-                    "movabs rax, {filter_multiplier}",
-                    "imul rax, rdi",
-                    "shr rax, {filter_shift}",
-                    "lea rcx, [rip + {filter}]",
+                    "mov rcx, qword ptr [rip + {free_filter}]",
+                    "imul eax, edi, {filter_multiplier}",
+                    "shr eax, {filter_shift}",
                     "cmp byte ptr [rcx + rax], 0",
                     "jne {watched}",
                     "jmp qword ptr [rip + {next}]",
-                    watch_profile = const resizealloc::mode::WATCH_PROFILE,
-                    filter_multiplier = const resizealloc::profile::FILTER_MULTIPLIER as i64,
-                    filter_shift = const 64 - resizealloc::profile::FILTER_BITS,
-                    filter = sym resizealloc::profile::FILTER,
+                    free_filter = sym resizealloc::mode::FREE_FILTER,
+                    filter_multiplier = const resizealloc::profile::FILTER_MULTIPLIER as i32,
+                    filter_shift = const 32 - resizealloc::profile::FILTER_BITS,
                     len = sym resizealloc::reservation::LEN,
                     base = sym resizealloc::reservation::BASE,
                     watch = sym resizealloc::mode::FOREIGN_WATCH,
@@ -400,7 +398,7 @@ mod alloc_free {
     /// * a pointer of the next allocator (outside regions nearly all of them): the range check and
     ///   the watch test, then the next allocator's `free` (eight instructions, two taken branches);
     ///   while only the profiler watches, its filter's slot for the pointer first (the common
-    ///   case of `free_foreign_watched`, its twin), eight more;
+    ///   case of `free_foreign_watched`, its twin), five more;
     /// * the owner's free of the last block it handed out (LIFO), not counted yet and with nothing
     ///   freed below it: right here, with no taken branch (the LIFO branch of
     ///   [`Arena::try_free_local_fast`] and `Arena::release_top`, with the offsets and tags of

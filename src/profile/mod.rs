@@ -420,10 +420,20 @@ fn record_free(rec: &Live, now: u64, above: usize) {
 }
 
 /// `realloc` of a block of the next allocator while the profiler runs: a sampled block keeps
-/// its record (birth, stack) under its new address and size.
-#[inline(never)]
+/// its record (birth, stack) under its new address and size. Any other goes straight on, after
+/// one filter load.
+#[inline(always)]
 pub fn foreign_realloc(p: *mut u8, size: usize, realloc: impl FnOnce() -> *mut u8) -> *mut u8 {
-    if !maybe_sampled(p) || region::state().flags.get() & region::PROFILING != 0 {
+    if !maybe_sampled(p) {
+        return realloc();
+    }
+    realloc_maybe_sampled(p, size, realloc)
+}
+
+/// [`foreign_realloc`] of a block the filter did not rule out.
+#[inline(never)]
+fn realloc_maybe_sampled(p: *mut u8, size: usize, realloc: impl FnOnce() -> *mut u8) -> *mut u8 {
+    if region::state().flags.get() & region::PROFILING != 0 {
         return realloc();
     }
     let rec = {

@@ -37,8 +37,8 @@ const SITE_SLOTS: usize = 1 << 14;
 const ESCAPE_SLOTS: usize = 1 << 14;
 /// Threads with a history of their own; a later thread shares a slot and restarts its history.
 pub(crate) const THREAD_SLOTS: usize = 256;
-/// The filter's slots are `1 << FILTER_BITS` (see [`FILTER`]).
-pub const FILTER_BITS: u32 = 14;
+/// The filter's slots are `1 << FILTER_BITS` (see [`FILTER`]), as many as `free` looks up.
+pub const FILTER_BITS: u32 = crate::mode::FILTER_SLOTS.trailing_zeros();
 /// Power-of-two size classes of the temporaries: 16 B and less, 32, ... 1 MiB and more.
 pub(crate) const SIZE_CLASSES: usize = 17;
 
@@ -64,13 +64,19 @@ static TABLES: AtomicPtr<Tables> = AtomicPtr::new(ptr::null_mut());
 /// Counts of live sampled blocks by address hash: zero means "not sampled" for certain.
 /// Written under the profiler's lock, read without it (a free of a block being sampled by
 /// another thread cannot happen: the block is not the program's until `malloc` returns). Block
-/// `p`'s slot is `(p * FILTER_MULTIPLIER) >> (64 - FILTER_BITS)` (wrapping; the product's top
-/// bits mix every address bit above the alignment's zeros): the preload library's `free`
-/// computes it in assembly, hence public, read-only outside the crate.
+/// `p`'s slot is the top [`FILTER_BITS`] of `(p as u32) * FILTER_MULTIPLIER` (wrapping:
+/// Fibonacci hashing of the address's low 32 bits, which tell apart the blocks of any 4 GiB):
+/// the preload library's `free` computes it in assembly (two instructions, the multiplier an
+/// immediate), hence public, read-only outside the crate.
 pub static FILTER: Published<[AtomicU8; 1 << FILTER_BITS]> =
     Published::new([const { AtomicU8::new(0) }; 1 << FILTER_BITS]);
 /// See [`FILTER`].
-pub const FILTER_MULTIPLIER: u64 = 0x9E37_79B9_7F4A_7C15;
+pub const FILTER_MULTIPLIER: u32 = 0x9E37_79B1;
+
+/// [`FILTER`]'s first byte, for `mode::FREE_FILTER`.
+pub(crate) fn filter_bytes() -> *const u8 {
+    FILTER.atomic() as *const [AtomicU8] as *const u8
+}
 
 /// No stack (the stack table was full).
 pub(crate) const NO_STACK: u32 = u32::MAX;
@@ -217,8 +223,8 @@ fn hash(x: u64, bits: u32) -> usize {
 
 #[inline(always)]
 fn filter_slot(p: usize) -> &'static AtomicU8 {
-    let x = (p as u64).wrapping_mul(FILTER_MULTIPLIER);
-    &FILTER.atomic()[(x >> (64 - FILTER_BITS)) as usize]
+    let x = (p as u32).wrapping_mul(FILTER_MULTIPLIER);
+    &FILTER.atomic()[(x >> (32 - FILTER_BITS)) as usize]
 }
 
 /// True when `p` may be a live sampled block (false: certainly not).
