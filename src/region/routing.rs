@@ -155,7 +155,7 @@ pub(crate) fn active_arena(ts: &ThreadState) -> *const Arena {
 /// What `active` becomes when the thread leaves its regions: once the mode is known (markers or
 /// off), [`SETTLED`], or [`COUNTDOWN`] while the profiler runs; else null so that the next
 /// allocation looks at the mode again.
-pub(crate) fn outside_value() -> *const Arena {
+pub(super) fn outside_value() -> *const Arena {
     if !crate::mode::passes_through() {
         ptr::null()
     } else if crate::mode::PROFILE.load(Ordering::Relaxed) {

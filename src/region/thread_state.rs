@@ -20,8 +20,10 @@ pub(crate) const PROFILING: u8 = 16;
 
 /// One thread's region state.
 ///
-/// `active` is null (the thread has not been routed yet: look at the mode), [`SETTLED`](super::SETTLED) (outside
-/// any region, mode known: straight to the next allocator), or the thread's arena.
+/// `active` is null (the thread has not been routed yet: look at the mode),
+/// [`SETTLED`](super::SETTLED) (outside any region, mode known: straight to the next
+/// allocator), [`COUNTDOWN`](super::COUNTDOWN) (the same, past the profiler's countdown),
+/// [`PREDICT`](super::PREDICT) (through the lifetime predictor), or the thread's arena.
 /// Invariant: when it is an arena it equals `arena`; it is an arena exactly while the thread is
 /// inside a region (explicit, or process mode) and holds an arena.
 #[repr(C)]
