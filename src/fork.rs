@@ -15,7 +15,7 @@
 
 use core::sync::atomic::{AtomicBool, Ordering};
 
-use crate::{mode, reservation, slab};
+use crate::{reservation, slab};
 
 static REGISTERED: AtomicBool = AtomicBool::new(false);
 
@@ -44,12 +44,10 @@ fn register_slow() {
 }
 
 /// Takes every lock, in the order the slow paths take them: the slot table before the
-/// small-block heap's (an arena is never acquired under a heap lock), and the watch flags'
-/// last (the heap changes them under its lock).
+/// small-block heap's (an arena is never acquired under a heap lock).
 extern "C" fn prepare() {
     reservation::fork_prepare();
     slab::fork_prepare();
-    mode::fork_prepare();
 }
 
 /// Releases what [`prepare`] took, in the parent and in the child.
@@ -57,7 +55,6 @@ extern "C" fn finish() {
     // SAFETY: pthread_atfork runs this after `prepare`, in the thread that forked (or its copy
     // in the child), so the locks are held by our own `prepare`.
     unsafe {
-        mode::fork_finish();
         slab::fork_finish();
         reservation::fork_finish();
     }

@@ -1,9 +1,8 @@
 //! The global mode (markers, process, off) and the foreign-free watch: the words the allocation
-//! and free paths test before anything else. It imports only `published` (and `spin` for the
-//! watch flags' lock): `options` sets the words, `region`, `slab`, the router and the front ends
-//! read them.
+//! and free paths test before anything else. It imports only `published`: `options` sets the
+//! words, `region`, `slab`, the router and the front ends read them.
 
-use core::sync::atomic::{AtomicBool, AtomicPtr, AtomicU8, Ordering};
+use core::sync::atomic::{AtomicBool, AtomicU8, Ordering};
 
 use crate::published::Published;
 
@@ -41,12 +40,14 @@ pub(crate) fn passes_through() -> bool {
 /// pass-through `free` costs one load and one test beyond the range check (the preload
 /// library's `free` reads it from assembly, hence public, read-only outside the crate).
 pub static FOREIGN_WATCH: Published<AtomicU8> = Published::new(AtomicU8::new(0));
-pub(crate) const WATCH_PROCESS: u8 = 1;
-pub(crate) const WATCH_FRONT_END: u8 = 2;
+/// The allocation profiler runs: a free may be of a sampled block (profile/). The lowest flag,
+/// so that `free`'s assembly entry point tells the three cases apart with one compare against
+/// it: no flag (straight on), the profiler's alone (its filter), any other (the watched path).
+pub const WATCH_PROFILE: u8 = 1;
+pub(crate) const WATCH_PROCESS: u8 = 2;
+pub(crate) const WATCH_FRONT_END: u8 = 4;
 /// The small-block heap (slab/) exists: its blocks must not reach the next allocator.
-pub(crate) const WATCH_SLAB: u8 = 4;
-/// The allocation profiler runs: a free may be of a sampled block (profile/).
-pub const WATCH_PROFILE: u8 = 8;
+pub(crate) const WATCH_SLAB: u8 = 8;
 
 /// True while the allocation profiler runs (`RESIZEALLOC_PROFILE`): threads outside regions
 /// are then never settled (`region::outside_value` is `region::COUNTDOWN` in markers and off
@@ -55,70 +56,19 @@ pub const WATCH_PROFILE: u8 = 8;
 pub(crate) static PROFILE: AtomicBool = AtomicBool::new(false);
 
 /// Starts the profiler's routing: threads outside regions counted down (`region::COUNTDOWN`),
-/// watched frees, looked up in `filter` (the profiler's, of [`FILTER_SLOTS`] bytes) while the
-/// profiler alone watches.
-pub(crate) fn profile_started(filter: *const u8) {
+/// watched frees.
+pub(crate) fn profile_started() {
     PROFILE.store(true, Ordering::Relaxed);
-    PROFILE_FILTER.store(filter as *mut u8, Ordering::Relaxed);
-    change_watch(WATCH_PROFILE, 0);
+    FOREIGN_WATCH
+        .atomic()
+        .fetch_or(WATCH_PROFILE, Ordering::Relaxed);
 }
 
 /// Called when the small-block heap makes its reservation, before its first block is handed out.
 pub(crate) fn watch_slab_frees() {
-    change_watch(WATCH_SLAB, 0);
-}
-
-/// Called by a front end that serves blocks itself, before it hands the first one out.
-pub(crate) fn watch_front_end_frees() {
-    change_watch(WATCH_FRONT_END, 0);
-}
-
-/// Where `free`'s assembly entry point looks a pointer up while [`FOREIGN_WATCH`] is not zero:
-/// the profiler's filter (`profile::FILTER`) while only the profiler watches, else
-/// `ALL_WATCHED`, whose every slot is set, so that every pointer goes on to the watched path.
-/// One load replaces a second test of the watch flags there. Invariant: it is the filter only
-/// while `FOREIGN_WATCH` is [`WATCH_PROFILE`] (both change together, in `change_watch`).
-pub static FREE_FILTER: Published<AtomicPtr<u8>> =
-    Published::new(AtomicPtr::new(ALL_WATCHED.as_ptr() as *mut u8));
-/// The slots of the filters [`FREE_FILTER`] names, one byte each.
-pub const FILTER_SLOTS: usize = 1 << 14;
-/// See [`FREE_FILTER`]: every slot 1. Never written.
-static ALL_WATCHED: [u8; FILTER_SLOTS] = [1; FILTER_SLOTS];
-/// The profiler's filter, once it started.
-static PROFILE_FILTER: AtomicPtr<u8> = AtomicPtr::new(core::ptr::null_mut());
-/// Serialises [`change_watch`] (never held while anything allocates; taken last before `fork`).
-static WATCH_LOCK: spin::Mutex<()> = spin::Mutex::new(());
-
-/// Sets the watch flags `set` and clears `clear`, with [`FREE_FILTER`] to match. A free that
-/// reads them in between goes the watched way: the filter is dropped before another flag
-/// appears, and named only once the flags say the profiler alone watches.
-fn change_watch(set: u8, clear: u8) {
-    let _g = WATCH_LOCK.lock();
-    let w = FOREIGN_WATCH.atomic();
-    let new = (w.load(Ordering::Relaxed) | set) & !clear;
-    if new == WATCH_PROFILE {
-        w.store(new, Ordering::Release);
-        let filter = PROFILE_FILTER.load(Ordering::Relaxed);
-        FREE_FILTER.atomic().store(filter, Ordering::Release);
-    } else {
-        let all = ALL_WATCHED.as_ptr() as *mut u8;
-        FREE_FILTER.atomic().store(all, Ordering::Release);
-        w.store(new, Ordering::Release);
-    }
-}
-
-/// Takes [`WATCH_LOCK`] before `fork` (after every other lock: see fork.rs).
-pub(crate) fn fork_prepare() {
-    core::mem::forget(WATCH_LOCK.lock());
-}
-
-/// Releases what [`fork_prepare`] took, in the parent and in the child.
-///
-/// # Safety
-/// Only after [`fork_prepare`], in the thread that forked (or its copy in the child).
-pub(crate) unsafe fn fork_finish() {
-    // SAFETY: the caller's obligation: our own `fork_prepare` holds the lock.
-    unsafe { WATCH_LOCK.force_unlock() };
+    FOREIGN_WATCH
+        .atomic()
+        .fetch_or(WATCH_SLAB, Ordering::Relaxed);
 }
 
 /// Called by [`options::set`](crate::options::set).
@@ -130,8 +80,12 @@ pub(crate) fn mode_changed(m: RegionMode) {
     };
     MODE.store(bits, Ordering::Relaxed);
     if bits & MODE_PROCESS != 0 {
-        change_watch(WATCH_PROCESS, 0);
+        FOREIGN_WATCH
+            .atomic()
+            .fetch_or(WATCH_PROCESS, Ordering::Relaxed);
     } else {
-        change_watch(0, WATCH_PROCESS);
+        FOREIGN_WATCH
+            .atomic()
+            .fetch_and(!WATCH_PROCESS, Ordering::Relaxed);
     }
 }

@@ -338,7 +338,7 @@ fn set_profile(value: Option<&[u8]>, rate: Option<usize>) {
         buf[..n].copy_from_slice(&v[..n]);
         PROFILE_PATH_LEN.store(n, Ordering::Release);
     }
-    crate::mode::profile_started(crate::profile::state::filter_bytes());
+    crate::mode::profile_started();
 }
 
 /// The profiler's report file, or empty for stderr.

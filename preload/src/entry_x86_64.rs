@@ -307,25 +307,28 @@ mod alloc_free {
                     "mov word ptr [rax], {freed_half}",
                     "dec qword ptr [rsi + {live_uncounted}]",
                     $exit,
+                    // The watch flags against the lowest, the profiler's: below it (none) the
+                    // next allocator's `free` (label 3's fall-through), above it (any other
+                    // flag) the watched path; equal (the profiler alone, so no bootstrap block
+                    // either) the filter: a block whose slot is zero was not sampled, and goes
+                    // straight on.
                     "3:",
-                    "cmp byte ptr [rip + {watch}], 0",
-                    "jne 8f",
+                    "cmp byte ptr [rip + {watch}], {watch_profile}",
+                    "jae 8f",
                     // `real::FREE` always holds a callable `free` (the next object's, or the
                     // resolver); no bootstrap block exists while the watch flags are clear
                     // (`WATCH_FRONT_END`).
                     "jmp qword ptr [rip + {next}]",
-                    // `FREE_FILTER` is the profiler's filter while it alone watches (no
-                    // bootstrap block either): a block whose slot there is zero was not
-                    // sampled, and goes straight on. With any other watcher every slot of it is
-                    // set: the watched path.
                     "8:",
-                    "mov rcx, qword ptr [rip + {free_filter}]",
+                    "ja {watched}",
                     "imul eax, edi, {filter_multiplier}",
                     "shr eax, {filter_shift}",
+                    "lea rcx, [rip + {filter}]",
                     "cmp byte ptr [rcx + rax], 0",
                     "jne {watched}",
                     "jmp qword ptr [rip + {next}]",
-                    free_filter = sym resizealloc::mode::FREE_FILTER,
+                    watch_profile = const resizealloc::mode::WATCH_PROFILE,
+                    filter = sym resizealloc::profile::FILTER,
                     filter_multiplier = const resizealloc::profile::FILTER_MULTIPLIER as i32,
                     filter_shift = const 32 - resizealloc::profile::FILTER_BITS,
                     len = sym resizealloc::reservation::LEN,
@@ -398,7 +401,7 @@ mod alloc_free {
     /// * a pointer of the next allocator (outside regions nearly all of them): the range check and
     ///   the watch test, then the next allocator's `free` (eight instructions, two taken branches);
     ///   while only the profiler watches, its filter's slot for the pointer first (the common
-    ///   case of `free_foreign_watched`, its twin), five more;
+    ///   case of `free_foreign_watched`, its twin), six more;
     /// * the owner's free of the last block it handed out (LIFO), not counted yet and with nothing
     ///   freed below it: right here, with no taken branch (the LIFO branch of
     ///   [`Arena::try_free_local_fast`] and `Arena::release_top`, with the offsets and tags of

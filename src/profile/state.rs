@@ -37,8 +37,8 @@ const SITE_SLOTS: usize = 1 << 14;
 const ESCAPE_SLOTS: usize = 1 << 14;
 /// Threads with a history of their own; a later thread shares a slot and restarts its history.
 pub(crate) const THREAD_SLOTS: usize = 256;
-/// The filter's slots are `1 << FILTER_BITS` (see [`FILTER`]), as many as `free` looks up.
-pub const FILTER_BITS: u32 = crate::mode::FILTER_SLOTS.trailing_zeros();
+/// The filter's slots are `1 << FILTER_BITS` (see [`FILTER`]).
+pub const FILTER_BITS: u32 = 14;
 /// Power-of-two size classes of the temporaries: 16 B and less, 32, ... 1 MiB and more.
 pub(crate) const SIZE_CLASSES: usize = 17;
 
@@ -72,11 +72,6 @@ pub static FILTER: Published<[AtomicU8; 1 << FILTER_BITS]> =
     Published::new([const { AtomicU8::new(0) }; 1 << FILTER_BITS]);
 /// See [`FILTER`].
 pub const FILTER_MULTIPLIER: u32 = 0x9E37_79B1;
-
-/// [`FILTER`]'s first byte, for `mode::FREE_FILTER`.
-pub(crate) fn filter_bytes() -> *const u8 {
-    FILTER.atomic() as *const [AtomicU8] as *const u8
-}
 
 /// No stack (the stack table was full).
 pub(crate) const NO_STACK: u32 = u32::MAX;
