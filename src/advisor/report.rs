@@ -15,11 +15,16 @@ use crate::{options, region, router};
 
 /// Candidates the report lists.
 const TOP: usize = 12;
+/// Allocation sites of escaping blocks a candidate's entry names (by bytes) before it prints
+/// the first three by function and line.
+const SITES_NAMED: usize = 16;
 
 /// One function's share of the samples, summed over its call sites.
 #[derive(Default)]
 struct Function {
-    location: Option<String>,
+    /// The call site whose line the report prints: the one with the most temporary bytes.
+    line_ip: usize,
+    line_bytes: f64,
     temps: f64,
     temp_bytes: f64,
     sizes: [f64; state::SIZE_CLASSES],
@@ -29,12 +34,13 @@ struct Function {
     escapes: f64,
     /// The replay's costs of an allocation and a free: the program's allocator, the arena.
     pair_ns: Option<(f64, f64)>,
-    /// Allocation site (function and line) of blocks that outlived its calls: count, bytes.
-    escaped_from: HashMap<String, (f64, f64)>,
+    /// Allocation sites (return addresses) of blocks that outlived its calls: count, bytes.
+    escaped_from: HashMap<usize, (f64, f64)>,
 }
 
-fn label(function: &str, location: &Option<String>) -> String {
-    match location {
+/// `function (file:line)`, the line of return address `ip` where debug info has it.
+fn label(function: &str, ip: usize, sym: &mut Symbolizer) -> String {
+    match sym.location(ip) {
         Some(l) => format!("{function} ({l})"),
         None => function.to_string(),
     }
@@ -201,6 +207,7 @@ pub(super) fn write() {
     let text = text(
         t,
         &functions,
+        &mut sym,
         ns_per_tick,
         run_ns,
         folded_ok.then_some(folded.as_str()),
@@ -231,10 +238,10 @@ fn is_allocator_frame(function: &str) -> bool {
 fn by_function(t: &Tables, sym: &mut Symbolizer) -> HashMap<String, Function> {
     let mut fs: HashMap<String, Function> = HashMap::new();
     for e in t.sites.iter().filter(|e| e.ip != 0) {
-        let s = sym.lookup(e.ip);
-        let f = fs.entry(s.function).or_default();
-        if f.location.is_none() {
-            f.location = s.location;
+        let f = fs.entry(sym.function(e.ip)).or_default();
+        if f.line_ip == 0 || e.temp_bytes > f.line_bytes {
+            f.line_ip = e.ip;
+            f.line_bytes = e.temp_bytes;
         }
         f.temps += e.temps;
         f.temp_bytes += e.temp_bytes;
@@ -247,19 +254,17 @@ fn by_function(t: &Tables, sym: &mut Symbolizer) -> HashMap<String, Function> {
         f.escapes += e.escapes;
     }
     for e in t.escapes.iter().filter(|e| e.ip != 0) {
-        let f = sym.lookup(e.ip).function;
+        let f = sym.function(e.ip);
         let st = &t.stacks[e.stack as usize];
-        let Some(s) = st.ips[..st.len as usize]
+        let Some(&site) = st.ips[..st.len as usize]
             .iter()
             .rev()
-            .map(|ip| sym.lookup(*ip))
-            .find(|s| !is_allocator_frame(&s.function))
+            .find(|ip| !is_allocator_frame(&sym.function(**ip)))
         else {
             continue;
         };
         if let Some(f) = fs.get_mut(&f) {
-            let k = label(&s.function, &s.location);
-            let v = f.escaped_from.entry(k).or_default();
+            let v = f.escaped_from.entry(site).or_default();
             v.0 += e.count;
             v.1 += e.bytes;
         }
@@ -270,6 +275,7 @@ fn by_function(t: &Tables, sym: &mut Symbolizer) -> HashMap<String, Function> {
 fn text(
     t: &Tables,
     fs: &HashMap<String, Function>,
+    sym: &mut Symbolizer,
     ns_per_tick: f64,
     run_ns: u64,
     folded: Option<&str>,
@@ -340,7 +346,7 @@ fn text(
             count(f.escapes),
             saving.map(seconds).unwrap_or_else(|| "-".into()),
             seconds(life),
-            label(name, &f.location),
+            label(name, f.line_ip, sym),
         );
     }
     let mut whole: Vec<(&String, &Function)> = fs.iter().filter(|(_, f)| f.whole > 0.0).collect();
@@ -352,7 +358,7 @@ fn text(
                 s,
                 "  {:>5.1}% of allocations  {}",
                 100.0 * f.whole / all,
-                label(name, &f.location)
+                label(name, f.line_ip, sym)
             );
         }
     }
@@ -365,7 +371,22 @@ fn text(
             let _ = writeln!(s, "\nSites to keep outside a region at a candidate (their blocks outlive its call; allocate them before the region, or outside it):");
             first = false;
         }
-        let mut sites: Vec<_> = f.escaped_from.iter().collect();
+        // By bytes; the largest addresses named (lines are looked up for these alone) and
+        // merged where they share a function and line.
+        let mut ips: Vec<_> = f.escaped_from.iter().collect();
+        ips.sort_by(|a, b| b.1 .1.total_cmp(&a.1 .1));
+        let mut sites: Vec<(String, (f64, f64))> = Vec::new();
+        for (&ip, &(n, b)) in ips.into_iter().take(SITES_NAMED) {
+            let function = sym.function(ip);
+            let k = label(&function, ip, sym);
+            match sites.iter_mut().find(|(l, _)| *l == k) {
+                Some((_, v)) => {
+                    v.0 += n;
+                    v.1 += b;
+                }
+                None => sites.push((k, (n, b))),
+            }
+        }
         sites.sort_by(|a, b| b.1 .1.total_cmp(&a.1 .1));
         let _ = writeln!(s, "  {name}:");
         for (site, (n, b)) in sites.iter().take(3) {
@@ -410,7 +431,7 @@ fn folded_stacks(t: &Tables, sym: &mut Symbolizer) -> String {
         }
         let names: Vec<String> = e.ips[..e.len as usize]
             .iter()
-            .map(|ip| sym.lookup(*ip).function)
+            .map(|ip| sym.function(*ip))
             .collect();
         let keep = names.len()
             - names

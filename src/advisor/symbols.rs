@@ -1,8 +1,14 @@
 //! Names and source lines of instruction pointers, at exit: the loaded objects from
-//! `dl_iterate_phdr`, their DWARF through `addr2line` (demangled, inlined frames folded into
-//! the function that holds the frame), their symbol tables where there is no debug info, and
-//! `object+offset` where there is neither. An address in no loaded object (its library was
-//! `dlclose`d) prints as itself: no frame makes the report fail.
+//! `dl_iterate_phdr`, their symbol tables for the name of the function that holds a frame,
+//! their DWARF through `addr2line` for its source line (inlined frames folded into the function
+//! that holds the frame) and for a name where the symbol table has none, and `object+offset`
+//! where there is neither. An address in no loaded object (its library was `dlclose`d) prints
+//! as itself: no frame makes the report fail.
+//!
+//! Names come from the symbol table because the report names every frame it has sampled (it
+//! sums by function, and the folded stacks print them all) but prints lines for a few dozen:
+//! DWARF's function entries are parsed a compilation unit at a time, which for a Rust program
+//! with its dependencies cost more than the rest of the report together.
 
 use std::borrow::Cow;
 use std::collections::HashMap;
@@ -29,6 +35,9 @@ struct Object {
 
 pub(super) struct Symbolizer {
     objects: Vec<Object>,
+    /// [`Symbolizer::function`]'s answers by address.
+    names: HashMap<usize, String>,
+    /// [`Symbolizer::lookup`]'s answers by address.
     cache: HashMap<usize, Symbol>,
 }
 
@@ -76,12 +85,40 @@ impl Symbolizer {
         };
         Symbolizer {
             objects,
+            names: HashMap::new(),
             cache: HashMap::new(),
         }
     }
 
-    /// The symbol of the return address `ip` (the call instruction before it is looked up).
-    pub(super) fn lookup(&mut self, ip: usize) -> Symbol {
+    /// The name of the function that holds the frame of return address `ip`: the symbol table's
+    /// (demangled, without a Rust hash or a compiler's clone suffix), else DWARF's, else
+    /// `object+0xoffset` or the address.
+    pub(super) fn function(&mut self, ip: usize) -> String {
+        if let Some(n) = self.names.get(&ip) {
+            return n.clone();
+        }
+        let n = match self.symbol_table_name(ip) {
+            Some(n) => n,
+            None => self.lookup(ip).function,
+        };
+        self.names.insert(ip, n.clone());
+        n
+    }
+
+    /// The source line of return address `ip` in the function that holds its frame (DWARF's).
+    pub(super) fn location(&mut self, ip: usize) -> Option<String> {
+        self.lookup(ip).location
+    }
+
+    fn symbol_table_name(&mut self, ip: usize) -> Option<String> {
+        let o = self.objects.iter_mut().find(|o| ip >= o.lo && ip < o.hi)?;
+        let probe = (ip - 1 - o.bias) as u64;
+        table_name(o.loader()?, probe)
+    }
+
+    /// The symbol of the return address `ip` (the call instruction before it is looked up),
+    /// from DWARF where there is debug info.
+    fn lookup(&mut self, ip: usize) -> Symbol {
         if let Some(s) = self.cache.get(&ip) {
             return s.clone();
         }
@@ -98,10 +135,6 @@ impl Symbolizer {
             };
         };
         let probe = (ip - 1 - o.bias) as u64;
-        let loader = o
-            .loader
-            .get_or_insert_with(|| addr2line::Loader::new(&o.path).ok())
-            .as_ref();
         let short = o
             .path
             .file_name()
@@ -111,7 +144,7 @@ impl Symbolizer {
             function: format!("{short}+{probe:#x}"),
             location: None,
         };
-        let Some(l) = loader else { return fallback };
+        let Some(l) = o.loader() else { return fallback };
         let mut function = None;
         let mut location = None;
         if let Ok(mut frames) = l.find_frames(probe) {
@@ -127,21 +160,49 @@ impl Symbolizer {
                 }
             }
         }
-        if function.is_none() {
-            // The symbol table has no sizes: a symbol far below the address is likely not the
-            // function holding it (an internal function with no symbol of its own).
-            function = l
-                .find_symbol_info(probe)
-                .filter(|s| probe - s.address() < FAR)
-                .map(|s| addr2line::demangle_auto(Cow::Borrowed(s.name()), None).into_owned());
-        }
-        match function {
-            Some(f) => Symbol {
-                function: strip_hash(f),
-                location,
-            },
+        match function.map(strip_hash).or_else(|| table_name(l, probe)) {
+            Some(function) => Symbol { function, location },
             None => fallback,
         }
+    }
+}
+
+impl Object {
+    /// The object's symbol table and DWARF, read on first use; None when the file cannot be.
+    fn loader(&mut self) -> Option<&addr2line::Loader> {
+        self.loader
+            .get_or_insert_with(|| addr2line::Loader::new(&self.path).ok())
+            .as_ref()
+    }
+}
+
+/// The symbol-table name of the function holding object offset `probe`, demangled, without a
+/// Rust hash or a clone suffix. The table has no sizes: a symbol far below the address is
+/// likely not the function holding it (an internal function with no symbol of its own).
+fn table_name(l: &addr2line::Loader, probe: u64) -> Option<String> {
+    let s = l
+        .find_symbol_info(probe)
+        .filter(|s| probe - s.address() < FAR)?;
+    let name = without_clone_suffix(s.name());
+    Some(strip_hash(
+        addr2line::demangle_auto(Cow::Borrowed(name), None).into_owned(),
+    ))
+}
+
+/// A C compiler's name for a part or a clone of a function (`f.cold`, `f.part.0`,
+/// `f.isra.0`, `f.constprop.0`) as the function's own: DWARF names those after the function.
+fn without_clone_suffix(name: &str) -> &str {
+    if name.starts_with("_Z") || name.starts_with("_R") {
+        return name; // mangled: the demangler reads any suffix
+    }
+    match name
+        .find(".cold")
+        .or_else(|| name.find(".part."))
+        .or_else(|| name.find(".isra."))
+        .or_else(|| name.find(".constprop."))
+    {
+        Some(i) if i > 0 => &name[..i],
+        _ => name,
     }
 }
 
