@@ -337,8 +337,9 @@ pub struct Arena {
     /// When the last periodic look ran (an [`os::monotonic_ms`] time; 0 before the first):
     /// what spaces the looks in time as well as in allocations.
     last_look_ms: Cell<u64>,
-    /// Process mode: the largest request of [`footprint::LARGE`] or more this arena served (0
-    /// for none): the bound leaves room for holes between large blocks once it is not 0.
+    /// Process mode: the largest request of [`LARGE`](crate::footprint::LARGE) or more this
+    /// arena served (0 for none): the bound leaves room for holes between large blocks once it
+    /// is not 0.
     largest_large: Cell<usize>,
     /// Process mode: when free memory above the bound, which frees left, goes back (a
     /// [`os::monotonic_ms`] time); 0 while none waits. See [`Arena::defer_purge`].
