@@ -7,6 +7,7 @@
 set -euo pipefail
 need=()
 command -v cc >/dev/null || need+=(gcc libc6-dev)
+command -v objcopy >/dev/null && command -v readelf >/dev/null && command -v objdump >/dev/null || need+=(binutils)
 command -v sqlite3 >/dev/null || need+=(sqlite3)
 command -v xz >/dev/null || need+=(xz-utils)
 command -v git >/dev/null || need+=(git)

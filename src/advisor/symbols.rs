@@ -13,7 +13,7 @@
 use std::borrow::Cow;
 use std::collections::HashMap;
 use std::ffi::CStr;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 /// What a frame's instruction pointer resolves to.
 #[derive(Clone)]
@@ -31,6 +31,9 @@ struct Object {
     hi: usize,
     /// Loaded on first use; None inside when the file could not be read.
     loader: Option<Option<addr2line::Loader>>,
+    /// Whether the file has a full symbol table (see [`has_full_symbol_table`]); read on first
+    /// use.
+    full_symbols: Option<bool>,
 }
 
 pub(super) struct Symbolizer {
@@ -72,6 +75,7 @@ impl Symbolizer {
                     lo,
                     hi,
                     loader: None,
+                    full_symbols: None,
                 });
             }
             0
@@ -110,8 +114,17 @@ impl Symbolizer {
         self.lookup(ip).location
     }
 
+    /// The symbol table's name, where the object has a full table: with the dynamic one alone,
+    /// a function of its own (not exported) would take the name of an exported one below it, so
+    /// DWARF (a separate debug file's, say) names those.
     fn symbol_table_name(&mut self, ip: usize) -> Option<String> {
         let o = self.objects.iter_mut().find(|o| ip >= o.lo && ip < o.hi)?;
+        if !*o
+            .full_symbols
+            .get_or_insert_with(|| has_full_symbol_table(&o.path))
+        {
+            return None;
+        }
         let probe = (ip - 1 - o.bias) as u64;
         table_name(o.loader()?, probe)
     }
@@ -174,6 +187,36 @@ impl Object {
             .get_or_insert_with(|| addr2line::Loader::new(&self.path).ok())
             .as_ref()
     }
+}
+
+/// True when the ELF file at `path` (64-bit, little-endian) has a `SHT_SYMTAB` section: the
+/// full symbol table, local functions included, not only the dynamic one. False for anything
+/// else, and for a file that cannot be read.
+fn has_full_symbol_table(path: &Path) -> bool {
+    use std::os::unix::fs::FileExt;
+    const SHT_SYMTAB: u64 = 2;
+    let Ok(f) = std::fs::File::open(path) else {
+        return false;
+    };
+    let mut h = [0u8; 64];
+    if f.read_exact_at(&mut h, 0).is_err() || h[..4] != *b"\x7fELF" || h[4] != 2 || h[5] != 1 {
+        return false;
+    }
+    // Little-endian fields: e_shoff (8 bytes at 0x28), e_shentsize and e_shnum (2 at 0x3a,
+    // 0x3c); a section header's sh_type (4 at 4).
+    let le = |b: &[u8]| b.iter().rev().fold(0u64, |v, &x| v << 8 | x as u64);
+    let shoff = le(&h[0x28..0x30]);
+    let (entry, count) = (le(&h[0x3a..0x3c]) as usize, le(&h[0x3c..0x3e]) as usize);
+    if entry < 8 || count == 0 {
+        return false; // no section headers (or more than 0xff00: not worth reading)
+    }
+    let mut table = vec![0u8; entry * count];
+    if f.read_exact_at(&mut table, shoff).is_err() {
+        return false;
+    }
+    table
+        .chunks_exact(entry)
+        .any(|sh| le(&sh[4..8]) == SHT_SYMTAB)
 }
 
 /// The symbol-table name of the function holding object offset `probe`, demangled, without a
