@@ -195,6 +195,7 @@ impl Object {
 fn has_full_symbol_table(path: &Path) -> bool {
     use std::os::unix::fs::FileExt;
     const SHT_SYMTAB: u64 = 2;
+    const ELF64_SECTION_HEADER: usize = 64;
     let Ok(f) = std::fs::File::open(path) else {
         return false;
     };
@@ -207,8 +208,8 @@ fn has_full_symbol_table(path: &Path) -> bool {
     let le = |b: &[u8]| b.iter().rev().fold(0u64, |v, &x| v << 8 | x as u64);
     let shoff = le(&h[0x28..0x30]);
     let (entry, count) = (le(&h[0x3a..0x3c]) as usize, le(&h[0x3c..0x3e]) as usize);
-    if entry < 8 || count == 0 {
-        return false; // no section headers (or more than 0xff00: not worth reading)
+    if entry != ELF64_SECTION_HEADER || count == 0 {
+        return false; // not ELF64's headers, or none (or more than 0xff00: not worth reading)
     }
     let mut table = vec![0u8; entry * count];
     if f.read_exact_at(&mut table, shoff).is_err() {
@@ -233,17 +234,17 @@ fn table_name(l: &addr2line::Loader, probe: u64) -> Option<String> {
 }
 
 /// A C compiler's name for a part or a clone of a function (`f.cold`, `f.part.0`,
-/// `f.isra.0`, `f.constprop.0`) as the function's own: DWARF names those after the function.
+/// `f.isra.0`, `f.constprop.0`, `f.lto_priv.0`) as the function's own: DWARF names those after
+/// the function.
 fn without_clone_suffix(name: &str) -> &str {
     if name.starts_with("_Z") || name.starts_with("_R") {
         return name; // mangled: the demangler reads any suffix
     }
-    match name
-        .find(".cold")
-        .or_else(|| name.find(".part."))
-        .or_else(|| name.find(".isra."))
-        .or_else(|| name.find(".constprop."))
-    {
+    let cut = [".cold", ".part.", ".isra.", ".constprop.", ".lto_priv."]
+        .iter()
+        .filter_map(|s| name.find(s))
+        .min();
+    match cut {
         Some(i) if i > 0 => &name[..i],
         _ => name,
     }
@@ -272,4 +273,36 @@ fn strip_hash(mut f: String) -> String {
         }
     }
     f
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn clone_suffixes_are_cut_and_mangled_names_kept() {
+        assert_eq!(without_clone_suffix("parse.cold"), "parse");
+        assert_eq!(without_clone_suffix("parse.part.0"), "parse");
+        assert_eq!(without_clone_suffix("parse.constprop.0.isra.0"), "parse");
+        assert_eq!(without_clone_suffix("parse.lto_priv.3"), "parse");
+        assert_eq!(without_clone_suffix("parse"), "parse");
+        assert_eq!(without_clone_suffix(".cold"), ".cold");
+        assert_eq!(
+            without_clone_suffix("_ZN4core3fmt5write17h0123456789abcdefE.llvm.42"),
+            "_ZN4core3fmt5write17h0123456789abcdefE.llvm.42"
+        );
+    }
+
+    #[test]
+    fn the_test_binary_has_a_full_symbol_table_and_other_files_do_not_count() {
+        let exe = std::env::current_exe().unwrap();
+        // Test binaries are not stripped: their .symtab is there.
+        assert!(has_full_symbol_table(&exe));
+        assert!(!has_full_symbol_table(Path::new("/nonexistent/file")));
+        assert!(!has_full_symbol_table(Path::new("/proc/self/status")));
+        let short = std::env::temp_dir().join(format!("resizealloc-elf-{}", std::process::id()));
+        std::fs::write(&short, b"\x7fELF\x02\x01").unwrap();
+        assert!(!has_full_symbol_table(&short), "a truncated header");
+        let _ = std::fs::remove_file(&short);
+    }
 }
