@@ -59,16 +59,21 @@ pub(crate) static PROFILE: AtomicBool = AtomicBool::new(false);
 /// watched frees.
 pub(crate) fn profile_started() {
     PROFILE.store(true, Ordering::Relaxed);
-    FOREIGN_WATCH
-        .atomic()
-        .fetch_or(WATCH_PROFILE, Ordering::Relaxed);
+    watch(WATCH_PROFILE);
 }
 
 /// Called when the small-block heap makes its reservation, before its first block is handed out.
 pub(crate) fn watch_slab_frees() {
-    FOREIGN_WATCH
-        .atomic()
-        .fetch_or(WATCH_SLAB, Ordering::Relaxed);
+    watch(WATCH_SLAB);
+}
+
+/// Called by a front end that serves blocks itself, before it hands the first one out.
+pub(crate) fn watch_front_end_frees() {
+    watch(WATCH_FRONT_END);
+}
+
+fn watch(flag: u8) {
+    FOREIGN_WATCH.atomic().fetch_or(flag, Ordering::Relaxed);
 }
 
 /// Called by [`options::set`](crate::options::set).
@@ -80,9 +85,7 @@ pub(crate) fn mode_changed(m: RegionMode) {
     };
     MODE.store(bits, Ordering::Relaxed);
     if bits & MODE_PROCESS != 0 {
-        FOREIGN_WATCH
-            .atomic()
-            .fetch_or(WATCH_PROCESS, Ordering::Relaxed);
+        watch(WATCH_PROCESS);
     } else {
         FOREIGN_WATCH
             .atomic()

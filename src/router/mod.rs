@@ -231,9 +231,7 @@ pub fn foreign_frees_watched() -> bool {
 /// From now on [`foreign_frees_watched`] is true: a front end that served blocks itself, which
 /// must not reach the next allocator, calls it before it hands the first one out.
 pub fn watch_foreign_frees() {
-    mode::FOREIGN_WATCH
-        .atomic()
-        .fetch_or(mode::WATCH_FRONT_END, Ordering::Relaxed);
+    mode::watch_front_end_frees();
 }
 
 /// A block of `size` bytes from the calling thread's small-block heap (slab/): where
