@@ -12,7 +12,7 @@ use std::path::PathBuf;
 use std::process::{Command, Output};
 use std::sync::OnceLock;
 
-use common::{assert_ok, compile_as, library, preloaded, text, work_dir};
+use common::{assert_ok, compile_as, compile_with, library, preloaded, text, work_dir};
 
 /// `tests/c/advisor.c`, compiled once for all the tests of this binary.
 fn advisor() -> PathBuf {
@@ -34,9 +34,20 @@ fn profiled_at(
     name: &str,
     env: &[(&str, &str)],
 ) -> (Output, String, PathBuf) {
+    profiled_program(&advisor(), rate, args, name, env)
+}
+
+/// [`profiled_at`] for another build of the program, `exe`.
+fn profiled_program(
+    exe: &std::path::Path,
+    rate: Option<&str>,
+    args: &[&str],
+    name: &str,
+    env: &[(&str, &str)],
+) -> (Output, String, PathBuf) {
     let path = work_dir().join(name);
     let _ = std::fs::remove_file(&path);
-    let mut cmd = Command::new(advisor());
+    let mut cmd = Command::new(exe);
     cmd.args(args).env_remove("RESIZEALLOC_PROFILE_RATE");
     let p = path.to_str().unwrap().to_string();
     let mut all = vec![("RESIZEALLOC_PROFILE", p.as_str())];
@@ -168,34 +179,13 @@ fn names_the_two_temporary_functions_by_bytes_and_not_the_builder() {
     }
 }
 
-/// The first line of a report: its run, samples and rate.
 /// A program with debug info but no full symbol table (`.symtab` stripped, the dynamic one
 /// kept, exporting `main` and `_start` but not the static functions): the candidates are named
 /// from DWARF, not after an exported symbol below them.
 #[test]
 fn a_program_without_its_symbol_table_is_named_from_its_debug_info() {
-    let manifest = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
-    let dir = work_dir();
-    let exported = dir.join("advisor_exported");
-    let status = Command::new("cc")
-        .args([
-            "-O1",
-            "-g",
-            "-Wall",
-            "-fno-builtin",
-            "-pthread",
-            "-rdynamic",
-            "-I",
-        ])
-        .arg(manifest.join("include"))
-        .arg(manifest.join("tests/c/advisor.c"))
-        .arg("-o")
-        .arg(&exported)
-        .arg("-ldl")
-        .status()
-        .expect("cc");
-    assert!(status.success(), "compiling advisor.c");
-    let exe = dir.join("advisor_debug_only");
+    let exported = compile_with("advisor", "advisor_exported", false, &["-rdynamic"]);
+    let exe = work_dir().join("advisor_debug_only");
     let status = Command::new("objcopy")
         .args(["--strip-all", "--keep-section=.debug_*"])
         .arg(&exported)
@@ -215,25 +205,13 @@ fn a_program_without_its_symbol_table_is_named_from_its_debug_info() {
         sections.contains(".debug_info") && !sections.contains(".symtab"),
         "debug info without a symbol table:\n{sections}"
     );
-    let path = dir.join("report-debug-only");
-    let _ = std::fs::remove_file(&path);
-    let mut cmd = Command::new(&exe);
-    cmd.args(["plain", "20000"]);
-    let p = path.to_str().unwrap().to_string();
-    let out = preloaded(
-        cmd,
-        &[
-            ("RESIZEALLOC_PROFILE", p.as_str()),
-            ("RESIZEALLOC_PROFILE_RATE", "16K"),
-        ],
+    let (_, report, _) = profiled_program(
+        &exe,
+        Some("16K"),
+        &["plain", "20000"],
+        "report-debug-only",
+        &[],
     );
-    assert!(
-        out.status.success(),
-        "{:?}\n{}",
-        out.status,
-        text(&out.stderr)
-    );
-    let report = std::fs::read_to_string(&path).unwrap();
     let c = candidates(&report);
     assert!(
         c.len() >= 2 && c[0] == "parse_request" && c[1] == "score_batch",
@@ -241,6 +219,7 @@ fn a_program_without_its_symbol_table_is_named_from_its_debug_info() {
     );
 }
 
+/// The first line of a report: its run, samples and rate.
 fn rate_line(report: &str) -> &str {
     report.lines().next().unwrap_or("")
 }

@@ -76,6 +76,11 @@ pub fn work_dir() -> &'static Path {
 /// against the library (otherwise it only sees glibc, and reaches the library by `dlopen` or
 /// `LD_PRELOAD`).
 pub fn compile_as(name: &str, out: &str, link_library: bool) -> PathBuf {
+    compile_with(name, out, link_library, &[])
+}
+
+/// [`compile_as`] with `extra` compiler arguments.
+pub fn compile_with(name: &str, out: &str, link_library: bool, extra: &[&str]) -> PathBuf {
     let manifest = Path::new(env!("CARGO_MANIFEST_DIR"));
     let src = manifest.join("tests/c").join(format!("{name}.c"));
     let exe = work_dir().join(out);
@@ -83,6 +88,7 @@ pub fn compile_as(name: &str, out: &str, link_library: bool) -> PathBuf {
     // -fno-builtin: gcc would otherwise drop malloc/free pairs whose memory is never used.
     cc.args(["-O1", "-g", "-Wall", "-fno-builtin", "-pthread", "-I"])
         .arg(manifest.join("include"))
+        .args(extra)
         .arg(&src)
         .arg("-o")
         .arg(&exe);
