@@ -87,7 +87,7 @@ pub const OPTIONS: &[OptionDesc] = &[
     OptionDesc {
         name: "RESIZEALLOC_PROFILE_RATE",
         default: "512K",
-        description: "The profiler's mean bytes allocated between two samples (every block of 1 MiB or more is sampled too). Smaller: more samples, more overhead. Unset, the rate starts at 512K and is paced: it doubles while the profiler's own work takes more than 2% of the run, and comes back down when it takes much less. Set, it stays as given.",
+        description: "The profiler's mean bytes allocated between two samples (every block of 1 MiB or more is sampled too). Smaller: more samples, more overhead. Unset, the rate starts at 512K and is paced: it doubles while the profiler's own work takes more than 1% of the run, and comes back down when it takes much less. Set, it stays as given.",
     },
     OptionDesc {
         name: "RESIZEALLOC_STATS",
