@@ -4,7 +4,8 @@
 #     parse_request and score_batch, long-lived nodes from remember) is profiled; the report's
 #     estimated saving for parse_request is set against the time a region around each of its
 #     calls saves (the loop's time without regions less with them, the library preloaded both
-#     times, without the profiler);
+#     times, without the profiler); the same for its Rust twin, examples/advisor.rs under
+#     ResizeAlloc;
 #  2. its overhead at the default rate: the same programs with and without the profiler, all
 #     under the library: advisor.c without regions, the benchmark matrix's C program
 #     (scripts/matrix.c) and its Rust request workloads (examples/workloads: JSON, tree, text,
@@ -24,7 +25,8 @@ ROUNDS=${ROUNDS:-5}
 OUT=$ROOT/target/advisor
 mkdir -p "$OUT"
 cargo build -q --release -p resizealloc-preload
-cargo build -q --release --example workloads_resize
+cargo build -q --release --example workloads_resize --example advisor
+RUST_ADVISOR=$ROOT/target/release/examples/advisor
 SO=$ROOT/target/release/libresizealloc.so
 # The interpreter itself (a pyenv shim is a shell script: it would be measured, and profiled).
 PY=$(python3 -c 'import sys; print(sys.executable)')
@@ -47,6 +49,11 @@ for step in range(240):
 print(total)
 PY
 loop_ns() { grep -o 'loop_ns [0-9]*' | awk '{print $2}'; }
+# The report's estimated saving for parse_request, in ns.
+estimate() {
+    awk '/parse_request/ && $1 ~ /^[0-9]+$/ {
+           v = $7; u = $8; m = (u == "s") ? 1e9 : (u == "ms") ? 1e6 : 1e3; print v * m; exit }' "$1"
+}
 now() { date +%s%N; }
 RAW=$OUT/raw.txt
 : >"$RAW"
@@ -55,9 +62,14 @@ for ((r = 1; r <= ROUNDS; r++)); do
     region=$(LD_PRELOAD=$SO "$OUT/advisor" region 2>&1 >/dev/null | loop_ns)
     rm -f "$OUT/report"
     profiled=$(RESIZEALLOC_PROFILE=$OUT/report LD_PRELOAD=$SO "$OUT/advisor" plain 2>&1 >/dev/null | loop_ns)
-    est=$(awk '/parse_request/ && $1 ~ /^[0-9]+$/ {
-                 v = $7; u = $8; m = (u == "s") ? 1e9 : (u == "ms") ? 1e6 : 1e3; print v * m; exit }' "$OUT/report")
+    est=$(estimate "$OUT/report")
     echo "advisor $plain $region $profiled $est" >>"$RAW"
+    plain=$("$RUST_ADVISOR" plain 2>&1 >/dev/null | loop_ns)
+    region=$("$RUST_ADVISOR" region 2>&1 >/dev/null | loop_ns)
+    rm -f "$OUT/report-rust-advisor"
+    profiled=$(RESIZEALLOC_PROFILE=$OUT/report-rust-advisor "$RUST_ADVISOR" plain 2>&1 >/dev/null | loop_ns)
+    est=$(estimate "$OUT/report-rust-advisor")
+    echo "rust_advisor $plain $region $profiled $est" >>"$RAW"
     for mode in on off; do
         t0=$(now); RESIZEALLOC_REGION=$mode LD_PRELOAD=$SO "$OUT/matrix" >/dev/null; t1=$(now)
         RESIZEALLOC_PROFILE=$OUT/report-matrix RESIZEALLOC_REGION=$mode LD_PRELOAD=$SO "$OUT/matrix" >/dev/null; t2=$(now)
@@ -75,17 +87,20 @@ python3 - "$RAW" >"$OUT/results.md" <<'PY'
 import statistics, sys
 rows = [l.split() for l in open(sys.argv[1])]
 med = statistics.median
+for key, label in (("advisor", "advisor.c (200,000 rounds)"),
+                   ("rust_advisor", "examples/advisor.rs under ResizeAlloc (100,000 rounds)")):
+    adv = [list(map(float, r[1:])) for r in rows if r[0] == key]
+    measured = med(a[0] - a[1] for a in adv)
+    estimate = med(a[3] for a in adv)
+    print(f"| {label} | median |")
+    print("|---|---|")
+    print(f"| loop without regions | {med(a[0] for a in adv) / 1e6:.1f} ms |")
+    print(f"| loop with a region per parse_request call | {med(a[1] for a in adv) / 1e6:.1f} ms |")
+    print(f"| measured saving | {measured / 1e6:.1f} ms |")
+    print(f"| the report's estimate for parse_request | {estimate / 1e6:.1f} ms |")
+    print(f"| estimate / measured | {estimate / measured:.2f} |")
+    print()
 adv = [list(map(float, r[1:])) for r in rows if r[0] == "advisor"]
-measured = med(a[0] - a[1] for a in adv)
-estimate = med(a[3] for a in adv)
-print("| advisor.c (200,000 rounds) | median |")
-print("|---|---|")
-print(f"| loop without regions | {med(a[0] for a in adv) / 1e6:.1f} ms |")
-print(f"| loop with a region per parse_request call | {med(a[1] for a in adv) / 1e6:.1f} ms |")
-print(f"| measured saving | {measured / 1e6:.1f} ms |")
-print(f"| the report's estimate for parse_request | {estimate / 1e6:.1f} ms |")
-print(f"| estimate / measured | {estimate / measured:.2f} |")
-print()
 print("| program, under the library | profiler overhead at the default rate (time with / without, median of per-round ratios) |")
 print("|---|---|")
 print(f"| advisor.c, no regions (about 25 GB/s allocated) | {med(a[2] / a[0] for a in adv):.3f}x |")

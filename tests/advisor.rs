@@ -1,7 +1,8 @@
 //! The region advisor (`RESIZEALLOC_PROFILE`) under `#[global_allocator] ResizeAlloc`: this test
 //! binary runs itself again with the option set (the options are read at the first
-//! allocation), and the child's report must name the two functions with temporaries, in order
-//! of bytes, and not the one that builds long-lived data.
+//! allocation), and the child's report on the advisor's Rust program
+//! (`examples/advisor/program.rs`) must name the two functions with temporaries, in order of
+//! bytes, and not the one that builds long-lived data.
 
 use std::process::Command;
 
@@ -10,43 +11,11 @@ use resizealloc::ResizeAlloc;
 #[global_allocator]
 static A: ResizeAlloc = ResizeAlloc::new();
 
-/// Temporaries: a parsed "request" of 48 fields, joined and dropped.
-#[inline(never)]
-fn parse_request(seed: u64) -> u64 {
-    let fields: Vec<String> = (0..48)
-        .map(|i| format!("field-{seed}-{i}-{}", "x".repeat((seed as usize + i) % 200)))
-        .collect();
-    let joined = fields.join(",");
-    std::hint::black_box(joined.len() as u64)
-}
+#[path = "../examples/advisor/program.rs"]
+mod program;
 
-/// Fewer, smaller temporaries.
-#[inline(never)]
-fn score_batch(seed: u64) -> u64 {
-    let scores: Vec<Box<u64>> = (0..8).map(|i| Box::new(seed ^ i)).collect();
-    scores.iter().map(|b| **b).sum()
-}
-
-/// Long-lived: kept until the end of the run, one allocation each.
-#[inline(never)]
-#[allow(clippy::vec_box)]
-fn remember(kept: &mut Vec<Box<[u8; 40]>>, seed: u64) {
-    kept.push(Box::new([seed as u8; 40]));
-}
-
-#[inline(never)]
-fn workload() -> u64 {
-    let mut kept = Vec::new();
-    let mut sum = 0u64;
-    for r in 0..20_000u64 {
-        sum = sum.wrapping_add(parse_request(r));
-        sum = sum.wrapping_add(score_batch(r));
-        if r % 64 == 0 {
-            remember(&mut kept, r);
-        }
-    }
-    sum.wrapping_add(kept.len() as u64)
-}
+/// The rounds of the profiled run (a given rate of 16 KiB samples it densely enough).
+const ROUNDS: u64 = 20_000;
 
 /// The child's side: runs only when the parent test sets the option.
 #[test]
@@ -55,7 +24,7 @@ fn advisor_child() {
     if std::env::var_os("RESIZEALLOC_PROFILE").is_none() {
         return;
     }
-    println!("checksum {}", workload());
+    println!("checksum {}", program::workload(ROUNDS, false));
 }
 
 #[test]
@@ -81,7 +50,7 @@ fn report_names_the_temporaries_under_resize_alloc() {
         String::from_utf8_lossy(&out.stderr)
     );
     let stdout = String::from_utf8_lossy(&out.stdout);
-    let expected = format!("checksum {}", workload());
+    let expected = format!("checksum {}", program::workload(ROUNDS, false));
     assert!(stdout.contains(&expected), "output changed: {stdout}");
     let text = std::fs::read_to_string(&report).unwrap();
     let ranked: Vec<&str> = text
@@ -91,19 +60,19 @@ fn report_names_the_temporaries_under_resize_alloc() {
         .take_while(|l| !l.trim().is_empty())
         .collect();
     let pos = |name: &str| ranked.iter().position(|l| l.contains(name));
-    let (p, s) = (pos("advisor::parse_request"), pos("advisor::score_batch"));
+    let (p, s) = (pos("program::parse_request"), pos("program::score_batch"));
     assert!(p.is_some() && s.is_some() && p < s, "candidates:\n{text}");
     assert!(
-        pos("advisor::remember").is_none(),
+        pos("program::remember").is_none(),
         "remember is no candidate:\n{text}"
     );
     assert!(
-        text.contains("tests/advisor.rs:"),
+        text.contains("advisor/program.rs:"),
         "file:line from the debug info:\n{text}"
     );
     let folded = std::fs::read_to_string(dir.join("report.folded")).unwrap();
     assert!(
-        folded.lines().any(|l| l.contains("advisor::parse_request")),
+        folded.lines().any(|l| l.contains("program::parse_request")),
         "{folded}"
     );
     let _ = std::fs::remove_dir_all(&dir);
