@@ -5,6 +5,7 @@
 //! It runs with the thread's profiler flag set, so what it allocates (names, the symbolizer's
 //! tables) is never sampled; it is the one part of the profiler that allocates.
 
+use std::alloc::{self, Layout};
 use std::collections::HashMap;
 use std::fmt::Write as _;
 
@@ -28,11 +29,14 @@ struct Function {
     temps: f64,
     temp_bytes: f64,
     sizes: [f64; state::SIZE_CLASSES],
+    /// The temporaries' `realloc`s (estimated counts).
+    reallocs: f64,
     life_ticks: f64,
     life_bytes: f64,
     whole: f64,
     escapes: f64,
-    /// The replay's costs of an allocation and a free: the program's allocator, the arena.
+    /// The replay's costs of a temporary (its allocation, its `realloc`s and its free): the
+    /// program's allocator, the arena.
     pair_ns: Option<(f64, f64)>,
     /// Allocation sites (return addresses) of blocks that outlived its calls: count, bytes.
     escaped_from: HashMap<usize, (f64, f64)>,
@@ -76,22 +80,19 @@ fn seconds(ns: f64) -> String {
 const REPLAY_BLOCKS: usize = 512;
 /// Rounds of a replay (the median round counts).
 const REPLAY_ROUNDS: usize = 15;
+/// `realloc`s a replayed block makes at most.
+const REPLAY_REALLOCS: usize = 16;
 
-/// What the temporaries of a candidate cost an allocation and its free, in nanoseconds, at the
-/// program's allocator outside regions and in the arena inside one: `(next, arena)`.
-///
-/// Both are timed the same way, at exit, on the calling thread: a replay of the candidate's
-/// sizes (its size classes in proportion) with as many blocks live at once as its temporaries
-/// had on average (their mean life in bytes over their mean size), allocated and then freed
-/// in allocation order, the two allocators in turn in each round, the median of the rounds.
-/// `libc::malloc` is the program's allocator outside regions: the next allocator behind the
-/// preload library's routing, or glibc for a Rust program (`ResizeAlloc::wrap` of another
-/// allocator is not what it measures). None where the thread cannot open a region with an
-/// arena (already in one, no arena, process mode).
-fn replay_pair_ns(f: &Function, ns_per_tick: f64) -> Option<(f64, f64)> {
-    if region::region_depth() != 0 || f.temps <= 0.0 {
-        return None;
-    }
+/// One replayed temporary: the sizes it is allocated at, then resized to (the last one is its
+/// size when it was freed).
+type Chain = Vec<usize>;
+
+/// The temporaries a replay makes for candidate `f`: its sizes (its size classes in
+/// proportion), as many as its temporaries had live at once on average (their mean life in
+/// bytes over their mean size), each grown by as many `realloc`s as its temporaries made on
+/// average (spread over the blocks: a mean of 1.5 gives every other block two). A block with
+/// `k` of them starts at its size over `2^k` and doubles, as a `String` or `Vec` that grows.
+fn replay_chains(f: &Function) -> Vec<Chain> {
     let mean = (f.temp_bytes / f.temps).max(1.0);
     let live = ((f.life_bytes / f.temps) / mean).clamp(1.0, REPLAY_BLOCKS as f64) as usize;
     // The sizes, in proportion to the classes' counts.
@@ -109,7 +110,83 @@ fn replay_pair_ns(f: &Function, ns_per_tick: f64) -> Option<(f64, f64)> {
     if sizes.is_empty() {
         sizes.push(mean as usize);
     }
-    let mut blocks = vec![core::ptr::null_mut::<u8>(); sizes.len()];
+    let per_block = (f.reallocs / f.temps).clamp(0.0, REPLAY_REALLOCS as f64);
+    sizes
+        .iter()
+        .enumerate()
+        .map(|(i, &size)| {
+            let k = ((i + 1) as f64 * per_block).floor() - (i as f64 * per_block).floor();
+            // Not below one byte: a block that small grows fewer times.
+            let k = (k as u32).min(usize::BITS - 1 - size.leading_zeros());
+            (0..=k).rev().map(|s| size >> s).collect()
+        })
+        .collect()
+}
+
+/// What a temporary of a candidate costs (its allocation, its `realloc`s and its free), in
+/// nanoseconds, at the program's allocator outside regions and in the arena inside one:
+/// `(next, arena)`.
+///
+/// Both are timed the same way, at exit, on the calling thread, through the program's own
+/// entry points (`std::alloc`: in a Rust program its `#[global_allocator]`, `ResizeAlloc`; in
+/// the preload library `malloc`, `realloc` and `free`, which it is itself), settled outside
+/// regions and then in a region: a replay of [`replay_chains`], each block allocated and grown
+/// in turn, then all freed in allocation order, as many times as it takes to make
+/// [`REPLAY_BLOCKS`] temporaries (a candidate with one block live at a time would otherwise
+/// time one pair, no longer than reading the clock); the two in turn in each round, the median
+/// of the rounds. None where the thread cannot open a region with an arena (already in one, no
+/// arena, process mode).
+fn replay_pair_ns(f: &Function, ns_per_tick: f64) -> Option<(f64, f64)> {
+    if region::region_depth() != 0 || f.temps <= 0.0 {
+        return None;
+    }
+    let chains = replay_chains(f);
+    let reps = (REPLAY_BLOCKS / chains.len()).max(1);
+    let mut blocks = vec![core::ptr::null_mut::<u8>(); chains.len()];
+    // Allocates and grows every block, then frees them all, `reps` times; false when a block
+    // was null (no memory) or, in a region, not the arena's.
+    let mut replay = |in_region: bool| -> bool {
+        let mut served = true;
+        for _ in 0..reps {
+            for (b, chain) in blocks.iter_mut().zip(&chains) {
+                // A byte buffer's layout, as a `String`'s (`System` serves it with plain
+                // `malloc`); sizes of at least 1 byte.
+                // SAFETY: a valid size and alignment.
+                let layout = |n| unsafe { Layout::from_size_align_unchecked(n, 1) };
+                // SAFETY: `alloc` of a non-zero size; each `realloc` is of the live block just
+                // allocated or grown, with the layout it has; a block whose `realloc` failed
+                // is still live, and freed with its layout.
+                unsafe {
+                    *b = alloc::alloc(layout(chain[0]));
+                    for w in chain.windows(2) {
+                        if b.is_null() {
+                            break;
+                        }
+                        let q = alloc::realloc(*b, layout(w[0]), w[1]);
+                        if q.is_null() {
+                            alloc::dealloc(*b, layout(w[0]));
+                        }
+                        *b = q;
+                    }
+                }
+            }
+            for (&b, chain) in blocks.iter().zip(&chains) {
+                if b.is_null() {
+                    served = false;
+                    continue;
+                }
+                served &= !in_region || router::owns(b);
+                // SAFETY: a live block allocated (and grown to `chain`'s last size) above.
+                unsafe {
+                    alloc::dealloc(
+                        b,
+                        Layout::from_size_align_unchecked(chain[chain.len() - 1], 1),
+                    )
+                };
+            }
+        }
+        served
+    };
     let mut next = Vec::with_capacity(REPLAY_ROUNDS);
     let mut arena = Vec::with_capacity(REPLAY_ROUNDS);
     for _ in 0..REPLAY_ROUNDS {
@@ -117,36 +194,13 @@ fn replay_pair_ns(f: &Function, ns_per_tick: f64) -> Option<(f64, f64)> {
         // countdown is not what a region saves).
         let ticks = region::outside_regions(|| {
             let t0 = clock::ticks();
-            for (b, &n) in blocks.iter_mut().zip(&sizes) {
-                // SAFETY: plain malloc; each block is freed below.
-                *b = unsafe { libc::malloc(n) } as *mut u8;
-            }
-            for &b in &blocks {
-                // SAFETY: a block malloc returned just above (or null).
-                unsafe { libc::free(b as *mut libc::c_void) };
-            }
+            replay(false);
             clock::ticks().wrapping_sub(t0)
         });
         next.push(ticks);
         region::region_begin();
         let t0 = clock::ticks();
-        for (b, &n) in blocks.iter_mut().zip(&sizes) {
-            // SAFETY: a valid size and a power-of-two alignment.
-            *b = unsafe { router::alloc(n, 16) };
-        }
-        let mut in_arena = true;
-        for &b in &blocks {
-            if b.is_null() || !router::owns(b) {
-                in_arena = false; // `router::alloc` returns null outside an arena
-                continue;
-            }
-            // SAFETY: a live arena block allocated just above.
-            unsafe {
-                if !router::free_fast(b) {
-                    router::free_owned(b);
-                }
-            }
-        }
+        let in_arena = replay(true);
         let t1 = clock::ticks();
         let _ = region::region_end();
         if !in_arena {
@@ -156,7 +210,7 @@ fn replay_pair_ns(f: &Function, ns_per_tick: f64) -> Option<(f64, f64)> {
     }
     let median = |v: &mut Vec<u64>| {
         v.sort_unstable();
-        v[v.len() / 2] as f64 * ns_per_tick / blocks.len() as f64
+        v[v.len() / 2] as f64 * ns_per_tick / (blocks.len() * reps) as f64
     };
     Some((median(&mut next), median(&mut arena)))
 }
@@ -248,6 +302,7 @@ fn by_function(t: &Tables, sym: &mut Symbolizer) -> HashMap<String, Function> {
         for (a, b) in f.sizes.iter_mut().zip(e.sizes.iter()) {
             *a += *b as f64;
         }
+        f.reallocs += e.reallocs as f64;
         f.life_ticks += e.life_ticks;
         f.life_bytes += e.life_bytes;
         f.whole += e.whole;
@@ -403,7 +458,7 @@ fn text(
         Some((next, arena)) => {
             let _ = writeln!(
                 s,
-                "\nEstimated saving: the temporaries' count times what an allocation and its free cost outside a region less inside one, timed at exit on a replay of each candidate's sizes and live blocks (first candidate: {next:.1} against {arena:.1} ns a pair); a region's begin and end are not counted."
+                "\nEstimated saving: the temporaries' count times what one costs (its allocation, its reallocs and its free) outside a region less inside one, timed at exit on a replay of each candidate's sizes, reallocs and live blocks (first candidate: {next:.1} against {arena:.1} ns a temporary); a region's begin and end are not counted."
             );
         }
         None => {
@@ -453,4 +508,58 @@ fn folded_stacks(t: &Tables, sym: &mut Symbolizer) -> String {
         let _ = writeln!(s, "{k} {}", n.round() as u64);
     }
     s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A candidate of 100 temporaries of 200 bytes (class 256), four live at once on average,
+    /// with `reallocs` reallocs among them.
+    fn candidate(reallocs: f64) -> Function {
+        let mut f = Function {
+            temps: 100.0,
+            temp_bytes: 100.0 * 200.0,
+            life_bytes: 100.0 * 4.0 * 200.0,
+            reallocs,
+            ..Function::default()
+        };
+        f.sizes[state::size_class(200)] = 100.0;
+        f
+    }
+
+    #[test]
+    fn a_replay_without_reallocs_allocates_each_block_once() {
+        let chains = replay_chains(&candidate(0.0));
+        assert_eq!(chains.len(), 4);
+        assert!(chains.iter().all(|c| c.len() == 1));
+    }
+
+    #[test]
+    fn a_replay_grows_its_blocks_by_their_mean_reallocs_doubling_to_their_size() {
+        // 1.5 reallocs a temporary: one, then two, in turn.
+        let chains = replay_chains(&candidate(150.0));
+        let steps: Vec<usize> = chains.iter().map(|c| c.len() - 1).collect();
+        assert_eq!(steps, [1, 2, 1, 2]);
+        for c in &chains {
+            let last = *c.last().unwrap();
+            assert!((129..=256).contains(&last), "a size of class 256: {c:?}");
+            for w in c.windows(2) {
+                assert_eq!(w[1] >> 1, w[0], "each step doubles: {c:?}");
+            }
+        }
+    }
+
+    #[test]
+    fn a_replay_never_starts_a_block_below_one_byte() {
+        let mut f = candidate(100.0 * REPLAY_REALLOCS as f64);
+        f.sizes = [0.0; state::SIZE_CLASSES];
+        f.sizes[0] = 100.0;
+        f.temp_bytes = 100.0 * 9.0;
+        f.life_bytes = 100.0 * 9.0;
+        for c in replay_chains(&f) {
+            assert!(c[0] >= 1, "{c:?}");
+            assert!(c.len() <= REPLAY_REALLOCS + 1, "{c:?}");
+        }
+    }
 }

@@ -328,6 +328,7 @@ fn record_alloc(p: usize, size: usize, born_ticks: u64, above: usize) {
         stack,
         thread: serial,
         born,
+        reallocs: 0,
         born_ticks,
         born_bytes,
     };
@@ -452,6 +453,7 @@ fn realloc_maybe_sampled(p: *mut u8, size: usize, realloc: impl FnOnce() -> *mut
             if !q.is_null() {
                 rec.p = q as usize;
                 rec.size = size;
+                rec.reallocs = rec.reallocs.saturating_add(1);
             }
             if !t.insert_live(rec) {
                 t.totals.dropped += 1;

@@ -87,6 +87,8 @@ pub(crate) struct Live {
     /// The serial of the thread that allocated it, and its history index then.
     pub(crate) thread: u32,
     pub(crate) born: u32,
+    /// The `realloc`s that resized it so far (the report's estimate replays them).
+    pub(crate) reallocs: u32,
     /// Ticks at the allocation.
     pub(crate) born_ticks: u64,
     /// Bytes the thread had allocated at its birth.
@@ -115,6 +117,9 @@ pub(crate) struct SiteEntry {
     /// Their sizes: estimated counts per power-of-two class ([`size_class`]), which the
     /// report's estimate replays.
     pub(crate) sizes: [f32; SIZE_CLASSES],
+    /// Their `realloc`s (estimated counts): a `String` or `Vec` that grows by steps, which a
+    /// region serves in place at the bump pointer. Replayed too.
+    pub(crate) reallocs: f32,
     pub(crate) life_ticks: f64,
     pub(crate) life_bytes: f64,
     /// The same, where the frame had been on the stack since the thread's first sample (a
@@ -453,6 +458,7 @@ impl Tables {
                         e.temps += w;
                         e.temp_bytes += bytes;
                         e.sizes[size_class(rec.size)] += w as f32;
+                        e.reallocs += (w * rec.reallocs as f64) as f32;
                         e.life_ticks += w * life.0 as f64;
                         e.life_bytes += w * life.1 as f64;
                     }
