@@ -11,6 +11,29 @@ use super::Arena;
 use crate::layout::{align_up, HEADER, MIN_ALIGN};
 use crate::misuse::{self, HeapKind, Misuse};
 
+/// How far below the header it stands on the walk down over freed blocks asks for memory: four
+/// cache lines, a few blocks of a request's temporaries ahead. (On the serde_json request of
+/// `examples/workloads`, whose drop walks down over half the document, the walk's share of the
+/// request's time went from about 4.4 % to 2.7 % at 256; 128 and 512 gained little.)
+const PREFETCH_BELOW: usize = 256;
+
+/// Asks the cache for the memory [`PREFETCH_BELOW`] bytes below `hdr`: the walk down over freed
+/// blocks goes from header to header through the links, one dependent load a step, and the
+/// blocks below lie next to each other, so the headers it reads next are there.
+#[inline(always)]
+fn prefetch_below(hdr: usize) {
+    let addr = hdr.wrapping_sub(PREFETCH_BELOW);
+    #[cfg(target_arch = "x86_64")]
+    // SAFETY: a prefetch is a hint: it reads nothing the program sees and never faults, whatever
+    // the address.
+    unsafe {
+        core::arch::x86_64::_mm_prefetch::<{ core::arch::x86_64::_MM_HINT_T0 }>(addr as *const i8)
+    };
+    // Elsewhere the walk goes without (stable Rust has no prefetch for other targets).
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = addr;
+}
+
 /// Aborts on a misuse found at arena block `p` (see `misuse.rs`).
 #[cold]
 #[inline(never)]
@@ -271,6 +294,7 @@ impl Arena {
         let run_start = self.run_start.get();
         let mut hdr = link;
         let below = loop {
+            prefetch_below(hdr);
             // SAFETY: `hdr` is a header of the current run whose owner freed it (checked by the
             // caller or below): its link is a plain block's (owner frees of sampled blocks reset
             // theirs). Another thread writes it only when it frees the block too (a double free,
