@@ -145,14 +145,14 @@ fn replay_pair_ns(f: &Function, ns_per_tick: f64) -> Option<(f64, f64)> {
     let mut blocks = vec![core::ptr::null_mut::<u8>(); chains.len()];
     // Allocates and grows every block, then frees them all, `reps` times; false when a block
     // was null (no memory) or, in a region, not the arena's.
+    // A byte buffer's layout, as a `String`'s (`System` serves it with plain `malloc`); the
+    // chains' sizes are at least 1 byte.
+    // SAFETY: a valid size and alignment.
+    let layout = |n: usize| unsafe { Layout::from_size_align_unchecked(n, 1) };
     let mut replay = |in_region: bool| -> bool {
         let mut served = true;
         for _ in 0..reps {
             for (b, chain) in blocks.iter_mut().zip(&chains) {
-                // A byte buffer's layout, as a `String`'s (`System` serves it with plain
-                // `malloc`); sizes of at least 1 byte.
-                // SAFETY: a valid size and alignment.
-                let layout = |n| unsafe { Layout::from_size_align_unchecked(n, 1) };
                 // SAFETY: `alloc` of a non-zero size; each `realloc` is of the live block just
                 // allocated or grown, with the layout it has; a block whose `realloc` failed
                 // is still live, and freed with its layout.
@@ -177,12 +177,7 @@ fn replay_pair_ns(f: &Function, ns_per_tick: f64) -> Option<(f64, f64)> {
                 }
                 served &= !in_region || router::owns(b);
                 // SAFETY: a live block allocated (and grown to `chain`'s last size) above.
-                unsafe {
-                    alloc::dealloc(
-                        b,
-                        Layout::from_size_align_unchecked(chain[chain.len() - 1], 1),
-                    )
-                };
+                unsafe { alloc::dealloc(b, layout(chain[chain.len() - 1])) };
             }
         }
         served
