@@ -143,12 +143,12 @@ fn replay_pair_ns(f: &Function, ns_per_tick: f64) -> Option<(f64, f64)> {
     let chains = replay_chains(f);
     let reps = (REPLAY_BLOCKS / chains.len()).max(1);
     let mut blocks = vec![core::ptr::null_mut::<u8>(); chains.len()];
-    // Allocates and grows every block, then frees them all, `reps` times; false when a block
-    // was null (no memory) or, in a region, not the arena's.
     // A byte buffer's layout, as a `String`'s (`System` serves it with plain `malloc`); the
     // chains' sizes are at least 1 byte.
     // SAFETY: a valid size and alignment.
     let layout = |n: usize| unsafe { Layout::from_size_align_unchecked(n, 1) };
+    // Allocates and grows every block, then frees them all, `reps` times; false when a block
+    // was null (no memory) or, in a region, not the arena's.
     let mut replay = |in_region: bool| -> bool {
         let mut served = true;
         for _ in 0..reps {
