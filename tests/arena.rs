@@ -2,7 +2,7 @@
 
 use resizealloc::arena::{
     block_align, resize_policy, Arena, ArenaConfig, GRANULE, HEADER, LINE, LINE_ALIGN_FROM,
-    MIN_ALIGN, PEAK_HISTORY,
+    MIN_ALIGN, PEAK_HISTORY, WALK_STEPS,
 };
 use resizealloc::os;
 
@@ -623,6 +623,102 @@ fn temporaries_freed_in_the_order_they_were_made_give_their_memory_back_at_once(
         a.check_invariants().unwrap();
         free(a, kept);
         a.reset();
+        a.check_invariants().unwrap();
+    }
+}
+
+#[test]
+fn a_long_walk_down_over_freed_blocks_waits_for_the_next_allocation() {
+    let n = 4 * WALK_STEPS + 3;
+    // A live block (it keeps the range's last free from taking everything back at once), a
+    // row of `n` blocks freed in order but for the last one, and a block above them freed
+    // before it: the last one's free walks down over the others and pauses on the way.
+    // Returns the live block and the row's first block.
+    let pause = |a: &Arena| {
+        // First a block and its free, so that whatever slow path (which counts the blocks so
+        // far) comes now, the live block comes from the fast path, uncounted like the row.
+        let first = alloc(a, 16, 16);
+        free(a, first);
+        let anchor = alloc(a, 16, 16);
+        let row: Vec<*mut u8> = (0..n).map(|i| alloc(a, 32 + 16 * (i % 5), 16)).collect();
+        let above = alloc(a, 64, 16);
+        for &p in &row[..n - 1] {
+            free(a, p);
+        }
+        free(a, above);
+        a.check_invariants().unwrap();
+        assert!(!a.walk_paused());
+        free(a, row[n - 1]);
+        a.check_invariants().unwrap();
+        assert!(a.walk_paused(), "the walk did not pause");
+        (anchor, row[0])
+    };
+    for recycle in [false, true] {
+        let cfg = ArenaConfig {
+            recycle,
+            ..Default::default()
+        };
+        let a = arena(cfg);
+        let kept = alloc(a, 48, 16);
+        // SAFETY: a fresh block of 48 bytes.
+        unsafe { kept.write_bytes(0x33, 48) };
+
+        // The next allocation takes the walk on: the row's memory is reused, small or large.
+        for size in [32, 3000, 10_000] {
+            let (anchor, row_start) = pause(a);
+            let p = alloc(a, size, 16);
+            assert!(!a.walk_paused());
+            a.check_invariants().unwrap();
+            assert!(
+                p <= row_start.wrapping_add(LINE),
+                "recycle {recycle}: size {size} went past the freed row"
+            );
+            // SAFETY: a fresh block of `size` bytes.
+            unsafe { p.write_bytes(0x11, size) };
+            free(a, p);
+            free(a, anchor);
+            a.check_invariants().unwrap();
+        }
+
+        // The last free of the uncounted range takes everything back at once: the pause goes.
+        let (anchor, _) = pause(a);
+        free(a, anchor);
+        assert!(!a.walk_paused());
+        a.check_invariants().unwrap();
+        assert_eq!(alloc(a, 16, 16), anchor, "recycle {recycle}");
+        free(a, anchor);
+
+        // A nested region over a pause, the counts looked at, a trim.
+        let (anchor, row_start) = pause(a);
+        a.push_checkpoint();
+        a.check_invariants().unwrap();
+        let p = alloc(a, 32, 16);
+        assert_eq!(p, row_start, "recycle {recycle}");
+        free(a, p);
+        a.pop_checkpoint();
+        a.check_invariants().unwrap();
+        free(a, anchor);
+        let (anchor, _) = pause(a);
+        a.trim();
+        a.check_invariants().unwrap();
+        assert!(a.walk_paused());
+        free(a, anchor);
+        a.check_invariants().unwrap();
+
+        // A region's end over a pause, with a block below still live.
+        pause(a);
+        a.reset();
+        assert!(!a.walk_paused());
+        a.check_invariants().unwrap();
+        // SAFETY: `kept` is a live block of 48 bytes.
+        assert!(unsafe { std::slice::from_raw_parts(kept, 48) }
+            .iter()
+            .all(|&x| x == 0x33));
+        let p = alloc(a, 100, 16);
+        // SAFETY: a fresh block of 100 bytes.
+        unsafe { p.write_bytes(0x44, 100) };
+        free(a, p);
+        free(a, kept);
         a.check_invariants().unwrap();
     }
 }

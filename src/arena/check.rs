@@ -152,6 +152,17 @@ impl Arena {
             return Err("live block in the granule after the bump pointer's");
         }
         let below = self.below_top.get();
+        let paused = self.paused_at.get();
+        if paused != 0 {
+            let link = self.paused_link.get();
+            if paused != top || below != self.no_link() || link < run_start || link >= paused {
+                return Err("the paused walk is not at the bump pointer, over the run below it");
+            }
+            // SAFETY: a header of the run below the bump pointer (checked just now).
+            if !unsafe { Self::owner_freed(link) } {
+                return Err("the paused walk goes on at a block its owner did not free");
+            }
+        }
         if below != self.no_link() {
             if below < run_start || below + HEADER > top {
                 return Err("the block below the bump pointer is not in the run below it");

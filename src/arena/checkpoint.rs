@@ -77,7 +77,7 @@ impl Arena {
             if self.top.get() > cp.top {
                 self.note_peak();
                 self.top.set(cp.top);
-                self.below_top.set(self.no_link());
+                self.forget_below_top();
                 self.uncounted.set(cp.top);
             }
         }
@@ -101,7 +101,7 @@ impl Arena {
         if keep < top {
             self.note_peak();
             self.top.set(keep);
-            self.below_top.set(self.no_link());
+            self.forget_below_top();
         }
     }
 }

@@ -194,6 +194,8 @@ impl Arena {
             user_max_alloc,
             run_end: Cell::new(data_start),
             run_id: Cell::new(0),
+            paused_at: Cell::new(0),
+            paused_link: Cell::new(0),
             cap_end: Cell::new(cap_end),
             committed_end: Cell::new(committed_end),
             used_end: Cell::new(data_start),

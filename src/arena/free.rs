@@ -17,6 +17,17 @@ use crate::misuse::{self, HeapKind, Misuse};
 /// request's time went from about 4.4 % to 2.7 % at 256; 128 and 512 gained little.)
 const PREFETCH_BELOW: usize = 256;
 
+/// How many blocks the walk down over freed blocks goes before it pauses (see
+/// `Arena::release_freed_below`): enough for the few blocks a loop of temporaries leaves freed
+/// below the one it frees last, few enough that no single free pays for a whole structure.
+/// The `check-invariants` build (the test script's) pauses after two, so that the shadow-model
+/// tests pause and take walks on all the time.
+pub const WALK_STEPS: usize = if cfg!(feature = "check-invariants") {
+    2
+} else {
+    32
+};
+
 /// Asks the cache for the memory [`PREFETCH_BELOW`] bytes below `hdr`: the walk down over freed
 /// blocks goes from header to header through the links, one dependent load a step, and the
 /// blocks below lie next to each other, so the headers it reads next are there.
@@ -125,6 +136,8 @@ impl Arena {
     unsafe fn release_uncounted(&self, hdr: usize) {
         let unc = self.uncounted.get();
         if unc == hdr {
+            // The bump pointer may go back past where a walk paused.
+            self.forget_pause();
             // SAFETY: every block above `hdr` is free, so only free memory lies between its end
             // and `top`; the rest is the caller's obligation.
             unsafe { self.release_top(hdr) };
@@ -137,7 +150,7 @@ impl Arena {
             }
             self.note_release(self.top.get() - unc);
             self.top.set(unc);
-            self.below_top.set(self.no_link());
+            self.forget_below_top();
         }
         if self.carried.get() {
             // The range began in the region before this one, which ended with these blocks
@@ -234,7 +247,8 @@ impl Arena {
 
     /// The block at `hdr`, just freed by its owner, ended at the bump pointer (or only padding
     /// lay between them): the bump pointer goes back to it, and on down over the blocks right
-    /// below it that their owner freed already (their links say which: see `below_top`).
+    /// below it that their owner freed already (their links say which: see `below_top`), a
+    /// bounded walk at a time (see `release_freed_below`).
     /// Temporaries freed in the order they were made (FIFO) then leave the bump pointer where
     /// the first one began, as a LIFO loop does, so the next ones reuse memory still in the
     /// cache instead of walking on through the arena until a lap comes round. `free`'s assembly
@@ -270,7 +284,7 @@ impl Arena {
     /// `hdr` is a block header in committed memory of this arena, its `no_link`, or
     /// `POISON_LINK`.
     #[inline(always)]
-    unsafe fn owner_freed(hdr: usize) -> bool {
+    pub(super) unsafe fn owner_freed(hdr: usize) -> bool {
         // SAFETY: caller's obligation.
         let word = unsafe { (*(hdr as *const AtomicUsize)).load(Ordering::Relaxed) };
         // By the low byte, which is `TAG_FREED`'s alone (asserted where the tags are): a byte
@@ -278,8 +292,15 @@ impl Arena {
         word as u8 == TAG_FREED as u8
     }
 
-    /// [`Arena::release_top`] went back to a block whose tag says its owner freed it already:
-    /// goes on down the links while that holds.
+    /// [`Arena::release_top`] went back to a block whose link says its owner freed the block
+    /// below it already: goes on down the links while that holds, for at most [`WALK_STEPS`]
+    /// blocks. Where freed blocks go on below that, the walk pauses at the last block it
+    /// reached (`paused_at`), and the next allocation takes it on before it bumps
+    /// ([`Arena::finish_paused_walk`]). So a free costs a bounded number of steps whatever the
+    /// order of the frees before it, and a walk whose memory the last free of the uncounted
+    /// range or the region's end takes back anyway (a tree dropped from its leaves, a parsed
+    /// document dropped at the end of a request) is never made; a program that allocates again
+    /// gets the memory back as before.
     ///
     /// # Safety
     /// Owner thread; `link` is the link of the block at `freed` that its owner just freed (now
@@ -291,8 +312,37 @@ impl Arena {
         if link == poison_link() {
             self.bad_link(freed, link);
         }
+        // SAFETY: forwarded obligations.
+        unsafe { self.walk_down(link, WALK_STEPS) };
+    }
+
+    /// Takes a paused walk down over freed blocks on to its end (see
+    /// [`Arena::release_freed_below`]): what the slow path does first, before it looks at the
+    /// bump pointer. True when there was one.
+    #[inline]
+    pub(super) fn finish_paused_walk(&self) -> bool {
+        let at = self.paused_at.get();
+        if at == 0 {
+            return false;
+        }
+        debug_assert_eq!(at, self.top.get());
+        let link = self.paused_link.get();
+        self.forget_pause();
+        // SAFETY: the pause's invariant: `link` is a header of the current run, below `top`,
+        // whose owner freed it, with only freed blocks and padding up to `top`.
+        unsafe { self.walk_down(link, usize::MAX) };
+        true
+    }
+
+    /// The walk of [`Arena::release_freed_below`] from `hdr`, a block of the current run its
+    /// owner freed, with only free memory from it up to `top`, for at most `steps` blocks past
+    /// it: the bump pointer ends on the lowest freed block reached, and `below_top` names the
+    /// block below it, or the walk pauses there.
+    ///
+    /// # Safety
+    /// Owner thread; `hdr` is as said, or `POISON_LINK`'s word (aborts).
+    unsafe fn walk_down(&self, mut hdr: usize, mut steps: usize) {
         let run_start = self.run_start.get();
-        let mut hdr = link;
         let below = loop {
             prefetch_below(hdr);
             // SAFETY: `hdr` is a header of the current run whose owner freed it (checked by the
@@ -314,12 +364,22 @@ impl Arena {
             if below < run_start || !unsafe { Self::owner_freed(below) } {
                 break below;
             }
+            if steps == 0 {
+                // Freed blocks go on below: pause here (see `release_freed_below`).
+                self.paused_at.set(hdr);
+                self.paused_link.set(below);
+                break self.no_link();
+            }
+            steps -= 1;
             hdr = below;
         };
         self.top.set(hdr);
         self.below_top.set(below);
         if self.uncounted.get() > hdr {
             self.uncounted.set(hdr);
+        }
+        if self.paused_at.get() != 0 {
+            self.update_limit(); // 0: the next allocation takes the walk on
         }
     }
 

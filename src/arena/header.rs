@@ -98,6 +98,24 @@ impl Arena {
         &self.limit as *const Cell<usize> as usize
     }
 
+    /// `below_top` names no block from now on, and a paused walk is forgotten: what every move
+    /// of the bump pointer but a bump, a release or a resize of the block at it calls.
+    #[inline(always)]
+    pub(super) fn forget_below_top(&self) {
+        self.below_top.set(self.no_link());
+        self.forget_pause();
+    }
+
+    /// Forgets a paused walk (the bump pointer went elsewhere), and gives the fast paths their
+    /// `limit` back.
+    #[inline(always)]
+    pub(super) fn forget_pause(&self) {
+        if self.paused_at.get() != 0 {
+            self.paused_at.set(0);
+            self.update_limit();
+        }
+    }
+
     /// Reads and validates the header of `p`, aborting on a double or invalid free and on an
     /// overwritten header (see [`Arena::check_link`]). Returns the header's address and the
     /// block's size.

@@ -97,6 +97,7 @@ pub use crate::layout::{
 };
 pub use checkpoint::MAX_CHECKPOINTS;
 pub use counts::MAX_SLOT;
+pub use free::WALK_STEPS;
 pub use header::{TAG_BITS, TAG_FREED, TAG_GAP, TAG_LIVE};
 pub use observe::ArenaStats;
 pub use orphan::WARM_BYTES;
@@ -273,6 +274,14 @@ pub struct Arena {
     user_max_alloc: usize,
     run_end: Cell<usize>,
     run_id: Cell<u64>,
+    /// Where a walk down over freed blocks paused (see `release_freed_below`), or 0: the next
+    /// allocation takes it on from there. Invariant: when not 0, `paused_at == top`,
+    /// `below_top` is `no_link`, `limit` is 0 (every allocation takes the slow path, which
+    /// finishes the walk first), `paused_link` is the header of a block of the current run its
+    /// owner freed, and everything from that block up to `top` is blocks their owner freed and
+    /// padding. Any other move of the bump pointer forgets it ([`Arena::forget_below_top`]).
+    paused_at: Cell<usize>,
+    paused_link: Cell<usize>,
     cap_end: Cell<usize>,
     committed_end: Cell<usize>,
     /// Highest `run_end` ever: granules past it were never used.

@@ -109,6 +109,12 @@ impl Arena {
         });
     }
 
+    /// Whether a walk down over freed blocks paused and waits for the next allocation (owner
+    /// thread; tests and invariant checks).
+    pub fn walk_paused(&self) -> bool {
+        self.paused_at.get() != 0
+    }
+
     /// Bytes the current outermost region has used so far (the running high-water mark).
     pub fn current_peak(&self) -> usize {
         self.peak_bytes().saturating_add(self.spill_bytes.get())

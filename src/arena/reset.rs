@@ -195,7 +195,7 @@ impl Arena {
             self.zero_from.set(resume);
             self.update_limit();
         }
-        self.below_top.set(self.no_link());
+        self.forget_below_top();
         self.origin.set(resume);
         self.peak_top.set(resume);
         self.checkpoint_depth.set(0);

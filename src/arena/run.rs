@@ -169,7 +169,7 @@ impl Arena {
         self.run_start.set(at);
         self.run_end.set(at);
         self.top.set(at);
-        self.below_top.set(self.no_link());
+        self.forget_below_top();
         self.uncounted.set(at);
         self.zero_from.set(at);
         self.update_limit();
@@ -223,9 +223,10 @@ impl Arena {
     }
 
     /// What `limit` must be: the run up to the capacity (or the whole run while the region
-    /// overflows), or 0 when the user set size bounds.
+    /// overflows), or 0 when the user set size bounds or a walk down over freed blocks paused
+    /// (the slow path takes it on first).
     pub(super) fn fast_limit(&self) -> usize {
-        if self.bounded {
+        if self.bounded || self.paused_at.get() != 0 {
             0
         } else if self.overflowing.load(Ordering::Relaxed) {
             self.run_end.get()

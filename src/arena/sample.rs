@@ -126,7 +126,7 @@ impl Arena {
         // for the region's end, or in process mode for its granule to empty). One predicted
         // allocation in `SAMPLE_EVERY` is sampled.
         if self.below_top.get() == hdr as usize {
-            self.below_top.set(self.no_link());
+            self.forget_below_top();
         }
     }
 

@@ -30,6 +30,16 @@ impl Arena {
             self.spilled_allocs.add(1);
             return ptr::null_mut();
         }
+        // A walk down over freed blocks that paused goes on first; then the block is the fast
+        // path's, uncounted like the ones before it, when the run has room.
+        if self.finish_paused_walk() {
+            // SAFETY: owner thread (ours is the slow path of the owner's allocation); `size >=
+            // 1` and `requested_align` a power of two, checked above.
+            let p = unsafe { self.try_alloc_fast(size, requested_align) };
+            if !p.is_null() {
+                return p;
+            }
+        }
         let p = self.alloc_past_run_end(size, requested_align, align);
         if !p.is_null() {
             return p;
