@@ -688,16 +688,19 @@ fn a_long_walk_down_over_freed_blocks_waits_for_the_next_allocation() {
         assert_eq!(alloc(a, 16, 16), anchor, "recycle {recycle}");
         free(a, anchor);
 
-        // A nested region over a pause, the counts looked at, a trim.
-        let (anchor, row_start) = pause(a);
-        a.push_checkpoint();
-        a.check_invariants().unwrap();
-        let p = alloc(a, 32, 16);
-        assert_eq!(p, row_start, "recycle {recycle}");
-        free(a, p);
-        a.pop_checkpoint();
-        a.check_invariants().unwrap();
-        free(a, anchor);
+        // A nested region over a pause (markers mode: a process-mode arena takes no
+        // checkpoints), the counts looked at, a trim.
+        if !recycle {
+            let (anchor, row_start) = pause(a);
+            a.push_checkpoint();
+            a.check_invariants().unwrap();
+            let p = alloc(a, 32, 16);
+            assert_eq!(p, row_start);
+            free(a, p);
+            a.pop_checkpoint();
+            a.check_invariants().unwrap();
+            free(a, anchor);
+        }
         let (anchor, _) = pause(a);
         a.trim();
         a.check_invariants().unwrap();
