@@ -103,6 +103,7 @@ impl Arena {
     pub unsafe fn free_last_uncounted(&self, p: *mut u8) {
         let hdr = p as usize - HEADER;
         debug_assert!(self.is_last_uncounted(hdr));
+        debug_assert_eq!(self.paused_at.get(), 0, "a LIFO free while a walk is paused");
         // SAFETY: `below_top` names a block header of our run (its invariant); marks it freed
         // for double-free detection. (Had another thread freed it, `release_top` finds its
         // poisoned link and aborts.)
@@ -136,8 +137,6 @@ impl Arena {
     unsafe fn release_uncounted(&self, hdr: usize) {
         let unc = self.uncounted.get();
         if unc == hdr {
-            // The bump pointer may go back past where a walk paused.
-            self.forget_pause();
             // SAFETY: every block above `hdr` is free, so only free memory lies between its end
             // and `top`; the rest is the caller's obligation.
             unsafe { self.release_top(hdr) };
@@ -233,6 +232,10 @@ impl Arena {
         if live == 0 || align_up(end, MIN_ALIGN) == self.top.get() {
             self.note_peak();
             if live == 0 {
+                // The bump pointer goes back below where a walk may have paused. (Not on the
+                // LIFO path: while a walk is paused, `below_top` names no block, so no free is
+                // a LIFO one.)
+                self.forget_pause();
                 // SAFETY: the last live block of the range, just freed by its owner (its tag
                 // said live, so no other thread freed it).
                 unsafe { self.release_uncounted(hdr) };
