@@ -103,7 +103,11 @@ impl Arena {
     pub unsafe fn free_last_uncounted(&self, p: *mut u8) {
         let hdr = p as usize - HEADER;
         debug_assert!(self.is_last_uncounted(hdr));
-        debug_assert_eq!(self.paused_at.get(), 0, "a LIFO free while a walk is paused");
+        debug_assert_eq!(
+            self.paused_at.get(),
+            0,
+            "a LIFO free while a walk is paused"
+        );
         // SAFETY: `below_top` names a block header of our run (its invariant); marks it freed
         // for double-free detection. (Had another thread freed it, `release_top` finds its
         // poisoned link and aborts.)
@@ -303,7 +307,7 @@ impl Arena {
     /// order of the frees before it, and a walk whose memory the last free of the uncounted
     /// range or the region's end takes back anyway (a tree dropped from its leaves, a parsed
     /// document dropped at the end of a request) is never made; a program that allocates again
-    /// gets the memory back as before.
+    /// gets the memory back all the same.
     ///
     /// # Safety
     /// Owner thread; `link` is the link of the block at `freed` that its owner just freed (now
