@@ -281,6 +281,10 @@ static void m_threads(void) { /* 64 short-lived threads, 8 at a time */
     }
 }
 
+static void m_window_churn(void) { /* one thread: 8 times 50 MB of churn through 32 live blocks */
+    for (int i = 0; i < 8; i++) thr_worker((void *)(uintptr_t)(i + 1));
+}
+
 /* SPSC ring */
 #define QN 4096
 static void *volatile q[QN];
@@ -554,7 +558,8 @@ static const struct mode modes[] = {
     { "realloc_grow", m_realloc_grow }, { "realloc_pingpong", m_realloc_pingpong },
     { "realloc_inc", m_realloc_inc },   { "memalign_loop", m_memalign_loop },
     { "memalign_keep", m_memalign_keep }, { "memalign_small", m_memalign_small },
-    { "threads", m_threads },           { "prodcons", m_prodcons },
+    { "threads", m_threads },           { "window_churn", m_window_churn },
+    { "prodcons", m_prodcons },
     { "vector_grow", m_vector_grow },   { "usable_trim", m_usable_trim },
     { "tiny_many", m_tiny_many },       { "frag", m_frag },
     { "fork", m_fork },                 { "small_churn", m_small_churn },
