@@ -347,7 +347,7 @@ impl Arena {
     /// block below it, or the walk pauses there.
     ///
     /// # Safety
-    /// Owner thread; `hdr` is as said, or `POISON_LINK`'s word (aborts).
+    /// Owner thread; `hdr` is as said.
     unsafe fn walk_down(&self, mut hdr: usize, mut steps: usize) {
         let run_start = self.run_start.get();
         let below = loop {
@@ -375,6 +375,7 @@ impl Arena {
                 // Freed blocks go on below: pause here (see `release_freed_below`).
                 self.paused_at.set(hdr);
                 self.paused_link.set(below);
+                self.update_limit(); // 0: the next allocation takes the walk on
                 break self.no_link();
             }
             steps -= 1;
@@ -384,9 +385,6 @@ impl Arena {
         self.below_top.set(below);
         if self.uncounted.get() > hdr {
             self.uncounted.set(hdr);
-        }
-        if self.paused_at.get() != 0 {
-            self.update_limit(); // 0: the next allocation takes the walk on
         }
     }
 
