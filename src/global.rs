@@ -188,13 +188,13 @@ impl<A: GlobalAlloc> ResizeAlloc<A> {
         profile::sampled_free(ptr, || unsafe { self.next.dealloc(ptr, layout) });
     }
 
-    /// Arena blocks `dealloc`'s inlined fast path declined: other threads' blocks, multi-granule
-    /// blocks and invalid frees (which abort).
+    /// Arena blocks `dealloc`'s inlined fast path declined: counted blocks, other threads'
+    /// blocks, sampled blocks and invalid frees (which abort).
     #[cold]
     #[inline(never)]
     fn dealloc_slow(&self, ptr: *mut u8) {
         // SAFETY: the caller frees a live block it got from us; it lies in the reservation.
-        unsafe { router::free_owned(ptr) }
+        unsafe { router::free_owned_not_recent(ptr) }
     }
 }
 

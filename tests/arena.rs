@@ -2,7 +2,7 @@
 
 use resizealloc::arena::{
     block_align, resize_policy, Arena, ArenaConfig, GRANULE, HEADER, LINE, LINE_ALIGN_FROM,
-    MIN_ALIGN, PEAK_HISTORY, WALK_STEPS,
+    MIN_ALIGN, PEAK_HISTORY, TAG_BITS, TAG_FREED, TAG_GAP, TAG_LIVE, WALK_STEPS,
 };
 use resizealloc::os;
 
@@ -1849,4 +1849,91 @@ fn every_free_order_reuses_the_memory_of_one_region_and_keeps_what_escaped() {
             free(a, p);
         }
     }
+}
+
+/// Whether the block `p` of an arena is a sampled one: its header's tag is none of the others.
+fn is_sampled(p: *mut u8) -> bool {
+    // SAFETY: `p` is a live arena block: its header is readable.
+    let tag = unsafe { (p.sub(HEADER) as *const usize).read() } & ((1 << TAG_BITS) - 1);
+    ![TAG_LIVE, TAG_FREED, TAG_GAP].contains(&tag)
+}
+
+#[test]
+fn a_sampled_block_freed_at_the_bump_pointer_passes_the_lifo_chain_on() {
+    // Blocks through the predictor, which samples one in a few: a kept block, a temporary
+    // above it, both freed in LIFO order, over a block that stays live. Whether or not the
+    // temporary was sampled, the bump pointer comes back down to the kept block and then below
+    // it, so that every iteration reuses the same memory.
+    let a = arena(ArenaConfig::default());
+    let (site_k, site_t) = (0x5555_0000_1000usize, 0x5555_0000_2000usize);
+    let predicted = |size: usize, site: usize| {
+        // SAFETY: owner thread, size >= 1, align 16.
+        let p = unsafe { a.alloc_predicted(size, 16, site, false, || {}) };
+        assert!(!p.is_null());
+        p
+    };
+    let first = alloc(a, 16, 16);
+    free(a, first);
+    let below = alloc(a, 16, 16);
+    let (mut sampled, mut places) = (0, std::collections::HashSet::new());
+    for _ in 0..400 {
+        let k = predicted(200, site_k);
+        let t = predicted(100, site_t);
+        sampled += usize::from(is_sampled(t));
+        free(a, t);
+        a.check_invariants().unwrap();
+        free(a, k);
+        a.check_invariants().unwrap();
+        places.insert(k);
+    }
+    assert!(sampled > 10, "only {sampled} temporaries were sampled");
+    assert!(
+        places.len() <= 2,
+        "the kept block moved to {} places",
+        places.len()
+    );
+    free(a, below);
+    a.check_invariants().unwrap();
+}
+
+#[test]
+fn a_nested_region_that_ends_over_a_paused_walk_keeps_its_last_live_block_at_the_top() {
+    // A nested region: two blocks that stay live, a row freed in order and a block above it
+    // freed before the row's last one (the walk down pauses), then the region's end: the bump
+    // pointer goes back to the end of the upper live block, which is the last block then, and
+    // its free is a LIFO one (the next allocation gets its memory).
+    let n = 4 * WALK_STEPS + 3;
+    let a = arena(ArenaConfig::default());
+    // The run first reaches past where the row ends, so that the row comes from the fast path
+    // (uncounted), as in a region that ran before.
+    let warm: Vec<*mut u8> = (0..2 * n).map(|_| alloc(a, 96, 16)).collect();
+    for &p in warm.iter().rev() {
+        free(a, p);
+    }
+    let first = alloc(a, 16, 16);
+    free(a, first);
+    a.push_checkpoint();
+    let lower = alloc(a, 16, 16);
+    let upper = alloc(a, 16, 16);
+    let row: Vec<*mut u8> = (0..n).map(|i| alloc(a, 32 + 16 * (i % 5), 16)).collect();
+    let above = alloc(a, 64, 16);
+    for &p in &row[..n - 1] {
+        free(a, p);
+    }
+    free(a, above);
+    free(a, row[n - 1]);
+    assert!(a.walk_paused(), "the walk did not pause");
+    a.pop_checkpoint();
+    a.check_invariants().unwrap();
+    assert!(!a.walk_paused());
+    free(a, upper);
+    a.check_invariants().unwrap();
+    assert_eq!(
+        alloc(a, 16, 16),
+        upper,
+        "the upper block's memory did not come back"
+    );
+    free(a, upper);
+    free(a, lower);
+    a.check_invariants().unwrap();
 }

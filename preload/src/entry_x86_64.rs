@@ -276,32 +276,24 @@ mod alloc_free {
                     "mov qword ptr [rsi + {peak_top}], rdx",
                     "jmp 2b",
                     // Not the last block: the tag flip of a live block of the uncounted range
-                    // `[uncounted, top)` that neither ends at `top` nor is the range's last live
-                    // block (then `free_uncounted` releases nothing). Tested before anything
-                    // changes; any other block goes to `free_arena_block_other`, which tests it
-                    // all again. `NO_ARENA`'s `uncounted` and `top` are equal: an empty range.
+                    // `[uncounted, top)` that is not the range's last live block (then
+                    // `free_uncounted` releases nothing: a block that ends at `top` is
+                    // `below_top`, the LIFO branch's). Tested before anything changes; any other
+                    // block goes to `free_arena_block_other`, which tests it all again.
+                    // `NO_ARENA`'s `uncounted` and `top` are equal: an empty range.
                     "6:",
-                    // r8 = top; `uncounted <= hdr < top` is the range test.
-                    "mov r8, qword ptr [rsi + {top}]",
+                    // `uncounted <= hdr < top` is the range test.
                     "cmp rax, qword ptr [rsi + {uncounted}]",
                     "jb {other}",
-                    "cmp rax, r8",
+                    "cmp rax, qword ptr [rsi + {top}]",
                     "jae {other}",
-                    // rdx = the header word: the live tag, else a sampled block or a double free
-                    // (the Rust path tells); the link below the header, else `check_link` aborts
-                    // there.
-                    "mov rdx, qword ptr [rax]",
-                    "movzx ecx, dx",
+                    // The header's tag: live, else a sampled block or a double free (the Rust
+                    // path tells); the link below the header, else `check_link` aborts there.
+                    "movzx ecx, word ptr [rax]",
                     "cmp ecx, {tag_live}",
                     "jne {other}",
                     "cmp qword ptr [rax + {link}], rax",
                     "jae {other}",
-                    // The block's end rounded up to `MIN_ALIGN` at `top`: the release path.
-                    "shr rdx, {tag_shift}",
-                    "lea rcx, [rdi + rdx + {min_align} - 1]",
-                    "and rcx, -{min_align}",
-                    "cmp rcx, r8",
-                    "je {other}",
                     "cmp qword ptr [rsi + {live_uncounted}], 1",
                     "je {other}",
                     "mov word ptr [rax], {freed_half}",
@@ -345,8 +337,6 @@ mod alloc_free {
                     freed_byte = const arena::TAG_FREED as u8,
                     freed_half = const arena::TAG_FREED as u16,
                     tag_live = const arena::TAG_LIVE,
-                    tag_shift = const arena::TAG_BITS,
-                    min_align = const arena::MIN_ALIGN,
                     last = sym free_arena_block_last,
                     other = sym free_arena_block_other,
                     watched = sym free_foreign_watched::<NextAllocator>,

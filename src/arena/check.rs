@@ -27,8 +27,10 @@ impl Arena {
         self.check_bump()?;
         let mut live = 0;
         let mut links_below = true;
+        let mut last_named = true;
+        let (top, below_top) = (self.top.get(), self.below_top.get());
         if self
-            .for_each_uncounted(|hdr, _, _| {
+            .for_each_uncounted(|hdr, end, _| {
                 live += 1;
                 // SAFETY: a header of the uncounted range, in committed memory. Atomic: another
                 // thread may be freeing the block.
@@ -44,6 +46,9 @@ impl Arena {
                 if word_tag(word) == TAG_LIVE && link != poison_link() {
                     links_below &= self.link_below(hdr, link);
                 }
+                if word_tag(word) == TAG_LIVE && align_up(end, MIN_ALIGN) == top {
+                    last_named &= hdr == below_top;
+                }
             })
             .is_none()
         {
@@ -54,6 +59,11 @@ impl Arena {
         }
         if !links_below {
             return Err("the link of a live block names no block below it");
+        }
+        if !last_named {
+            return Err(
+                "a live uncounted block ends at the bump pointer, and below_top names none",
+            );
         }
         let (top, run_end) = (self.top.get(), self.run_end.get());
         self.check_reads_as_zero()?;

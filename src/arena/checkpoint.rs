@@ -1,7 +1,7 @@
 //! Nested regions: a checkpoint of `top` at each region begin, restored at its end when nothing
 //! above it is live.
 
-use super::header::TAG_FREED;
+use super::header::{TAG_FREED, TAG_SAMPLED};
 use super::Arena;
 use crate::layout::{align_up, GRANULE, MIN_ALIGN};
 
@@ -88,13 +88,15 @@ impl Arena {
     /// takes the bump pointer back to the end of its last block that is not freed by its owner:
     /// blocks freed out of order at the end of a nested region go back at once, as the last
     /// one would by LIFO. A block another thread freed counts as kept (its remote units are on
-    /// the granules and must meet local ones when the range is counted).
+    /// the granules and must meet local ones when the range is counted). The kept block is
+    /// `below_top` from then on, unless it is sampled (see `below_top`).
     fn release_freed_tail(&self, from: usize) {
         let top = self.top.get();
-        let mut keep = from;
-        let stop = self.walk_uncounted(from, top, |_, end, tag| {
+        let (mut keep, mut kept) = (from, None);
+        let stop = self.walk_uncounted(from, top, |hdr, end, tag| {
             if tag != TAG_FREED {
                 keep = align_up(end, MIN_ALIGN);
+                kept = (tag != TAG_SAMPLED).then_some(hdr);
             }
         });
         debug_assert_eq!(stop, top, "the uncounted range does not end at top");
@@ -102,6 +104,9 @@ impl Arena {
             self.note_peak();
             self.top.set(keep);
             self.forget_below_top();
+            if let Some(hdr) = kept {
+                self.below_top.set(hdr);
+            }
         }
     }
 }

@@ -240,6 +240,8 @@ impl Arena {
             sample_countdown: Cell::new(1),
             sample_rng: Cell::new((slot_base >> GRANULE_SHIFT) as u32 | 1),
             probe_countdown: Cell::new(1),
+            sampled_at: Cell::new(0),
+            sampled_link: Cell::new(0),
             ring: [const { AtomicUsize::new(0) }; RING],
             ring_words: [const { Cell::new(0) }; RING],
             ring_next: Cell::new(0),

@@ -71,14 +71,28 @@ impl Arena {
     /// having changed nothing, for anything else, except that a second free of the last block
     /// after another thread freed it aborts (see `POISON_LINK`). Calls nothing but the rare
     /// bound check. `free`'s assembly entry point (x86-64 Linux) makes the LIFO branch itself,
-    /// for a block whose link does not say "freed" ([`asm_layout`]), and calls
-    /// [`Arena::try_free_local_other`] for other blocks.
+    /// for a block whose link does not say "freed", and calls [`Arena::try_free_local_other`]
+    /// for other blocks ([`asm_layout`]).
     ///
     /// # Safety
     /// Called by the owner thread. `p` is null, a live block of this arena, or any address at
     /// or above 4 KiB that this arena does not own.
     #[inline(always)]
     pub unsafe fn try_free_local_fast(&self, p: *mut u8) -> bool {
+        // SAFETY: forwarded obligations.
+        unsafe { self.try_free_local_recent(p) || self.try_free_counted(p) }
+    }
+
+    /// [`Arena::try_free_local_fast`] for the blocks handed out since the counts were last
+    /// looked at (the LIFO free and the uncounted range's tag flip) alone: false, having changed
+    /// nothing, for every other block, counted ones included, which
+    /// [`Arena::try_free_local_counted`] takes. What the front ends inline: the counted path
+    /// holds the registers that made every inlined free save and restore three of them.
+    ///
+    /// # Safety
+    /// As [`Arena::try_free_local_fast`].
+    #[inline(always)]
+    pub unsafe fn try_free_local_recent(&self, p: *mut u8) -> bool {
         let p = p as usize;
         let hdr = p.wrapping_sub(HEADER);
         // The LIFO case first: the block right below the bump pointer, not counted yet.
@@ -88,7 +102,7 @@ impl Arena {
             return true;
         }
         // SAFETY: forwarded obligations.
-        unsafe { self.try_free_local_other(p as *mut u8) }
+        self.in_uncounted(hdr) && unsafe { self.try_free_uncounted(p) }
     }
 
     /// The LIFO free: `p`'s block is the run's last, not counted yet
@@ -139,30 +153,65 @@ impl Arena {
     /// `live_uncounted` is 0.
     #[inline(always)]
     unsafe fn release_uncounted(&self, hdr: usize) {
-        let unc = self.uncounted.get();
-        if unc == hdr {
+        if self.carried.get() {
+            // SAFETY: forwarded obligations.
+            return unsafe { self.release_carried(hdr) };
+        }
+        // SAFETY: forwarded obligations.
+        unsafe { self.release_range(hdr) }
+    }
+
+    /// [`Arena::release_uncounted`] without its carried case: the bump pointer goes back to
+    /// `uncounted`. Ends in its one call, so that the inlined frees need no stack frame.
+    ///
+    /// # Safety
+    /// As [`Arena::release_uncounted`].
+    #[inline(always)]
+    unsafe fn release_range(&self, hdr: usize) {
+        if self.uncounted.get() == hdr {
             // SAFETY: every block above `hdr` is free, so only free memory lies between its end
             // and `top`; the rest is the caller's obligation.
             unsafe { self.release_top(hdr) };
         } else {
-            // SAFETY: caller's obligation: the block's header is ours to read. Atomic: had
-            // another thread freed the block (a double free now), it wrote `POISON_LINK` there.
-            let link = unsafe { (*((hdr + 8) as *const AtomicUsize)).load(Ordering::Relaxed) };
-            if !self.link_below(hdr, link) {
-                self.bad_link(hdr, link);
-            }
-            self.note_release(self.top.get() - unc);
-            self.top.set(unc);
-            self.forget_below_top();
+            // SAFETY: forwarded obligations.
+            unsafe { self.rewind_uncounted(hdr) };
         }
-        if self.carried.get() {
-            // The range began in the region before this one, which ended with these blocks
-            // live (`carry_reset`): the next region end may carry again, and this region
-            // starts where they began (its peak counts from there).
-            self.carried.set(false);
-            if self.top.get() < self.origin.get() {
-                self.origin.set(self.top.get());
-            }
+    }
+
+    /// [`Arena::release_range`] of a block that is not the range's first: the bump pointer goes
+    /// back to `uncounted` in one step. Once per range, out of line: the look at the bound it
+    /// may ask for is a call.
+    ///
+    /// # Safety
+    /// As [`Arena::release_uncounted`], and `hdr != uncounted`.
+    #[inline(never)]
+    unsafe fn rewind_uncounted(&self, hdr: usize) {
+        let unc = self.uncounted.get();
+        // SAFETY: caller's obligation: the block's header is ours to read. Atomic: had another
+        // thread freed the block (a double free now), it wrote `POISON_LINK` there.
+        let link = unsafe { (*((hdr + 8) as *const AtomicUsize)).load(Ordering::Relaxed) };
+        if !self.link_below(hdr, link) {
+            self.bad_link(hdr, link);
+        }
+        self.note_release(self.top.get() - unc);
+        self.top.set(unc);
+        self.forget_below_top();
+    }
+
+    /// [`Arena::release_uncounted`] of a range that began in the region before this one, which
+    /// ended with these blocks live (`carry_reset`): the next region end may carry again, and
+    /// this region starts where they began (its peak counts from there).
+    ///
+    /// # Safety
+    /// As [`Arena::release_uncounted`].
+    #[cold]
+    #[inline(never)]
+    unsafe fn release_carried(&self, hdr: usize) {
+        // SAFETY: forwarded obligations.
+        unsafe { self.release_range(hdr) };
+        self.carried.set(false);
+        if self.top.get() < self.origin.get() {
+            self.origin.set(self.top.get());
         }
     }
 
@@ -175,28 +224,64 @@ impl Arena {
     /// As [`Arena::try_free_local_fast`].
     #[inline(always)]
     pub unsafe fn try_free_local_other(&self, p: *mut u8) -> bool {
-        let p = p as usize;
-        let hdr = p.wrapping_sub(HEADER);
         // Not the last block, or counted: the paths below tell (and find sampled blocks and
         // blocks freed already by their tags).
-        if self.in_uncounted(hdr) {
-            // A block handed out since the counts were last looked at: it was never counted, so
-            // freeing it is a tag flip, and the last one goes back to the bump pointer.
-            // SAFETY: `hdr` lies in the uncounted range of our committed run: a block's header,
-            // or, for a pointer that is no block's start, bytes whose tag then says not live
-            // (unaligned: the slow path aborts on such a pointer before any aligned access).
-            let word = unsafe { (hdr as *const usize).read_unaligned() };
-            if word_tag(word) != TAG_LIVE {
-                return false; // sampled, or a double free: the slow path tells
-            }
-            // SAFETY: a live, uncounted block of ours.
-            unsafe {
-                self.check_link(hdr);
-                self.free_uncounted(hdr, p + word_size(word));
-            }
-            return true;
+        if self.in_uncounted((p as usize).wrapping_sub(HEADER)) {
+            // SAFETY: forwarded obligations; in the range.
+            return unsafe { self.try_free_uncounted(p as usize) };
         }
-        if !self.plausible(p) {
+        // SAFETY: forwarded obligations.
+        unsafe { self.try_free_counted(p) }
+    }
+
+    /// The uncounted branch: `p`'s header lies in the uncounted range `[uncounted, top)`. A
+    /// block handed out since the counts were last looked at was never counted, so freeing it
+    /// is a tag flip, and the last one goes back to the bump pointer. False, having changed
+    /// nothing, for a sampled block, a double free or no block's start (the slow path tells).
+    ///
+    /// # Safety
+    /// As [`Arena::try_free_local_fast`], and `in_uncounted(p - HEADER)`.
+    #[inline(always)]
+    unsafe fn try_free_uncounted(&self, p: usize) -> bool {
+        let hdr = p.wrapping_sub(HEADER);
+        // SAFETY: `hdr` lies in the uncounted range of our committed run: a block's header,
+        // or, for a pointer that is no block's start, bytes whose tag then says not live
+        // (unaligned: the slow path aborts on such a pointer before any aligned access).
+        let word = unsafe { (hdr as *const usize).read_unaligned() };
+        if word_tag(word) != TAG_LIVE {
+            return false; // sampled, or a double free: the slow path tells
+        }
+        // SAFETY: a live, uncounted block of ours.
+        unsafe {
+            self.check_link(hdr);
+            self.free_uncounted(hdr);
+        }
+        true
+    }
+
+    /// [`Arena::try_free_counted`] out of line: the owner's free of a counted block, after
+    /// [`Arena::try_free_local_recent`] declined it. False, having changed nothing, for a block
+    /// that is not a live, unsampled one of this arena's committed memory.
+    ///
+    /// # Safety
+    /// As [`Arena::try_free_local_fast`].
+    #[inline(never)]
+    pub unsafe fn try_free_local_counted(&self, p: *mut u8) -> bool {
+        // SAFETY: forwarded obligations.
+        unsafe { self.try_free_counted(p) }
+    }
+
+    /// The free of a counted block of this arena (one below the uncounted range; for a block
+    /// in it, the range's tests come first): its units come off its granules, and it goes back
+    /// to the bump pointer when it is the run's last block.
+    ///
+    /// # Safety
+    /// As [`Arena::try_free_local_fast`].
+    #[inline(always)]
+    unsafe fn try_free_counted(&self, p: *mut u8) -> bool {
+        let p = p as usize;
+        let hdr = p.wrapping_sub(HEADER);
+        if !self.plausible(p) || self.in_uncounted(hdr) {
             return false;
         }
         // SAFETY: `p` is in our committed data (plausible), so its header is readable.
@@ -219,36 +304,86 @@ impl Arena {
         true
     }
 
-    /// Frees the live block `[hdr + HEADER, end)` of the uncounted range: it was never counted,
-    /// so this is a tag flip, and the last block also goes back to the bump pointer. `free`'s
-    /// assembly entry point does the tag flip itself when neither release applies
+    /// Frees the live block at `hdr` of the uncounted range: it was never counted, so this is a
+    /// tag flip, and the range's last live block also takes the bump pointer back to where the
+    /// range began. A block that ends at `top` is `below_top` (its invariant), which the LIFO
+    /// free takes, so nothing goes back to the bump pointer here otherwise. `free`'s assembly
+    /// entry point does the tag flip itself when the block is not the range's last live one
     /// ([`asm_layout`]).
     ///
     /// # Safety
     /// Owner thread; `hdr` is the header of a live block in the uncounted range.
     #[inline(always)]
-    unsafe fn free_uncounted(&self, hdr: usize, end: usize) {
+    unsafe fn free_uncounted(&self, hdr: usize) {
         // SAFETY: caller's obligation; marks it freed for double-free detection (and so that
         // the walk does not count it): the tag is the header word's low 16 bits (little endian).
         unsafe { *(hdr as *mut u16) = TAG_FREED as u16 };
         let live = self.live_uncounted.get() - 1;
         self.live_uncounted.set(live);
-        if live == 0 || align_up(end, MIN_ALIGN) == self.top.get() {
+        if live == 0 {
             self.note_peak();
-            if live == 0 {
-                // The bump pointer goes back below where a walk may have paused. (Not on the
-                // LIFO path: while a walk is paused, `below_top` names no block, so no free is
-                // a LIFO one.)
-                self.forget_pause();
-                // SAFETY: the last live block of the range, just freed by its owner (its tag
-                // said live, so no other thread freed it).
-                unsafe { self.release_uncounted(hdr) };
-            } else {
-                // SAFETY: the caller's block, freed by its owner, ends at the bump pointer and
-                // lies in the uncounted range, so in the current run.
-                unsafe { self.release_top(hdr) };
+            // The bump pointer goes back below where a walk may have paused. (Not on the LIFO
+            // path: while a walk is paused, `below_top` names no block, so no free is a LIFO
+            // one.)
+            if self.paused_at.get() != 0 {
+                // SAFETY: as below.
+                return unsafe { self.release_uncounted_paused(hdr) };
+            }
+            // SAFETY: the last live block of the range, just freed by its owner (its tag said
+            // live, so no other thread freed it).
+            unsafe { self.release_uncounted(hdr) };
+        }
+        self.debug_check();
+    }
+
+    /// The owner's free of the sampled block `[hdr + HEADER, end)` of the uncounted range, once
+    /// the profiler learnt from it: [`Arena::free_uncounted`], and a block at `top` goes back
+    /// to the bump pointer, through the link its sample word replaced when the arena kept it
+    /// (`sampled_at`). Without it, the blocks below are counted, so that none of the uncounted
+    /// range ends at `top` unnamed by `below_top`.
+    ///
+    /// # Safety
+    /// Owner thread; `hdr` is the header of a live sampled block in the uncounted range.
+    unsafe fn free_sampled_uncounted(&self, hdr: usize, end: usize) {
+        let link = if self.sampled_at.get() == hdr {
+            self.sampled_at.set(0);
+            Some(self.sampled_link.get())
+        } else {
+            None
+        };
+        // SAFETY: caller's obligation: the block's link word, its sample word until now, is
+        // ours to write; the link given back was the block's own, or `no_link`.
+        unsafe {
+            (hdr as *mut usize)
+                .add(1)
+                .write(link.unwrap_or(self.no_link()))
+        };
+        let at_top = align_up(end, MIN_ALIGN) == self.top.get();
+        // SAFETY: forwarded obligations; its link is a plain block's now.
+        unsafe { self.free_uncounted(hdr) };
+        if at_top && self.live_uncounted.get() != 0 {
+            self.note_peak();
+            // SAFETY: the block, freed by its owner, ends at the bump pointer and lies in the
+            // uncounted range, so in the current run; its link is its own or `no_link`.
+            unsafe { self.release_top(hdr) };
+            if link.is_none() {
+                self.flush_uncounted();
             }
         }
+        self.debug_check();
+    }
+
+    /// [`Arena::release_uncounted`] while a walk is paused: forgets the pause first. Out of
+    /// line, so that the free that calls it needs no stack frame.
+    ///
+    /// # Safety
+    /// As [`Arena::release_uncounted`].
+    #[cold]
+    #[inline(never)]
+    unsafe fn release_uncounted_paused(&self, hdr: usize) {
+        self.forget_pause();
+        // SAFETY: forwarded obligations.
+        unsafe { self.release_uncounted(hdr) };
         self.debug_check();
     }
 
@@ -448,12 +583,8 @@ impl Arena {
                 if let Some(w) = unsafe { Self::sample_of(hdr as *mut usize) } {
                     self.learn_from_free(p, w);
                 }
-                // SAFETY: a live, uncounted block of ours: its sample word is no link (see
-                // `below_top`), so it reads as none from now on.
-                unsafe {
-                    (hdr as *mut usize).add(1).write(self.no_link());
-                    self.free_uncounted(hdr, p + word_size(word));
-                }
+                // SAFETY: a live, uncounted, sampled block of ours.
+                unsafe { self.free_sampled_uncounted(hdr, p + word_size(word)) };
                 return;
             }
             // Anything else in the uncounted range is no live block (the fast path took the

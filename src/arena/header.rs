@@ -111,9 +111,17 @@ impl Arena {
     #[inline(always)]
     pub(super) fn forget_pause(&self) {
         if self.paused_at.get() != 0 {
-            self.paused_at.set(0);
-            self.update_limit();
+            self.unpause();
         }
+    }
+
+    /// [`Arena::forget_pause`] of a paused walk: out of line, so that the frees that may meet
+    /// one keep their registers.
+    #[cold]
+    #[inline(never)]
+    fn unpause(&self) {
+        self.paused_at.set(0);
+        self.update_limit();
     }
 
     /// Reads and validates the header of `p`, aborting on a double or invalid free and on an

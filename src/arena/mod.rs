@@ -238,6 +238,14 @@ pub struct Arena {
     /// its owner freed (an owner free of this block is a LIFO free, which moves it; the chain
     /// stops at blocks not freed by their owner). It may name one another thread freed: that
     /// block's link is `POISON_LINK`. So the LIFO free (`try_free_local_fast`) reads no tag.
+    ///
+    /// And a live, unsampled block of the uncounted range that ends at `top` (but for padding)
+    /// is the one this names: every move that sets this to `no_link` leaves no such block
+    /// (the range is empty, the block at `top` is sampled or freed, or `release_freed_tail`
+    /// names the block it keeps), and a sampled block's free gives the link its sample word
+    /// replaced back (`sampled_link`) or counts the range. So the uncounted free of any other
+    /// block releases nothing at `top` (`free_uncounted`). Were it broken, a block would only
+    /// wait for the range's end to be reused; the invariant walk checks it.
     below_top: Cell<usize>,
     /// Highest `top` seen in this outermost region (absolute address); the peak is
     /// `peak_top - origin`.
@@ -378,6 +386,11 @@ pub struct Arena {
     /// xorshift state for the gaps between samples (never zero).
     sample_rng: Cell<u32>,
     probe_countdown: Cell<u32>,
+    /// The header of the block sampled last when it was `below_top` (0 otherwise), and the link
+    /// its sample word replaced: its owner's free at `top` gives the link back, so that the
+    /// bump pointer goes on down to the blocks below it as from any other block.
+    sampled_at: Cell<usize>,
+    sampled_link: Cell<usize>,
     /// Addresses of sampled blocks still live (0: empty); a free of one clears its entry.
     ring: [AtomicUsize; RING],
     /// `SampleWord` of each ring entry (owner only).

@@ -113,20 +113,28 @@ impl Arena {
             self.ring_used.set(self.ring_used.get() | 1 << i);
         }
         let hdr = (p - HEADER) as *mut usize;
-        // SAFETY: `p` was just handed out by this arena: its 16-byte header is ours to write.
+        let at_top = self.below_top.get() == hdr as usize;
+        // SAFETY: `p` was just handed out by this arena: its 16-byte header is ours to write
+        // (and its link, written by the bump, ours to read).
+        let link = unsafe { hdr.add(1).read() };
+        // SAFETY: as above.
         unsafe {
             hdr.add(1).write(w.0 as usize);
             hdr.write(header_word(size, TAG_SAMPLED));
         }
         // Its link is its sample word now, and its owner's free must take the slow path, which
         // learns from it: the LIFO free, which reads no tag, must never find it at `below_top`
-        // (see there). The block above it then links to `no_link`. Nothing reached below this
-        // block through its link before either; what is lost is this block itself: freed
-        // before the block above it, it is no longer taken back when that one goes (it waits
-        // for the region's end, or in process mode for its granule to empty). One predicted
-        // allocation in `SAMPLE_EVERY` is sampled.
-        if self.below_top.get() == hdr as usize {
+        // (see there). The block above it then links to `no_link`; what is lost is this block
+        // itself: freed before the block above it, it is no longer taken back when that one
+        // goes (it waits for the range's or the region's end, or in process mode for its
+        // granule to empty). Its own free at `top` gives its link back (`sampled_at`). One
+        // predicted allocation in `SAMPLE_EVERY` is sampled.
+        if at_top {
+            self.sampled_at.set(hdr as usize);
+            self.sampled_link.set(link);
             self.forget_below_top();
+        } else {
+            self.sampled_at.set(0);
         }
     }
 

@@ -15,7 +15,8 @@ use core::sync::atomic::Ordering;
 
 use super::{
     alloc_predicted_general, alloc_routed_away, alloc_slow_at, alloc_small_cached, alloc_zeroed,
-    free_owned, free_small, note_next_free, owns_small, route, try_alloc_predicted_fast, Route,
+    free_owned_not_recent, free_small, note_next_free, owns_small, route, try_alloc_predicted_fast,
+    Route,
 };
 use crate::arena::{Arena, Predicted, LINE, MIN_ALIGN};
 use crate::profile;
@@ -312,15 +313,14 @@ pub unsafe extern "C" fn free_foreign_watched<N: Next>(p: *mut u8) {
     unsafe { N::free(p) }
 }
 
-/// An arena block the front end's fast path did not take: another thread's, sampled, or invalid
-/// (which aborts).
+/// An arena block the front end's fast path did not take: a counted one, another thread's, a
+/// sampled one, or an invalid free (which aborts).
 ///
 /// # Safety
 /// `p` lies in the arena reservation: an arena block the program frees (double frees are
 /// detected and abort).
-#[cold]
-#[inline(never)]
+#[inline(always)]
 pub unsafe fn free_slow(p: *mut u8) {
     // SAFETY: the caller's obligation.
-    unsafe { free_owned(p) };
+    unsafe { free_owned_not_recent(p) };
 }

@@ -346,24 +346,41 @@ pub fn owns(p: *mut u8) -> bool {
     reservation::owns(p)
 }
 
-/// The owner thread's fast free: true when `p` was an unsampled block of the calling thread's
-/// own arena and is now freed; false (nothing changed) for anything else, which then goes to
-/// [`free_owned`] or the next allocator. A block of the arena's uncounted range (handed out
-/// since the counts were last looked at) is recognised by one range check against that range;
-/// others by one against the thread's own committed arena memory. Calls nothing but the rare
-/// look at the memory bound.
+/// The owner thread's fast free: true when `p` was an unsampled block the calling thread's own
+/// arena handed out since its counts were last looked at, and is now freed; false (nothing
+/// changed) for anything else, which then goes to [`free_owned_not_recent`] or the next
+/// allocator. Such a block is recognised by one range check against the arena's uncounted range.
+/// Calls nothing but the rare look at the memory bound.
 ///
 /// # Safety
 /// `p` is null, a live block of this allocator, or a block of the next allocator (what `free`
 /// may be given: never an address below 4 KiB but null). `p`'s header is read only when `p` is
-/// the arena's last block or lies inside the thread's own committed arena memory.
+/// the arena's last block or lies inside its uncounted range.
 #[inline(always)]
 pub unsafe fn free_fast(p: *mut u8) -> bool {
     let own = region::load_own();
     // SAFETY: `own` is this thread's arena, alive while the thread runs; the caller's
     // obligation covers `p` (a free of a block we did not hand out is detected as far as the
     // header allows).
-    !own.is_null() && unsafe { (*own).try_free_local_fast(p) }
+    !own.is_null() && unsafe { (*own).try_free_local_recent(p) }
+}
+
+/// An arena block [`free_fast`] did not take: the thread's own counted blocks (recognised by
+/// one range check against its committed arena memory), then everything else
+/// ([`free_owned`]: other threads' blocks, sampled blocks, and invalid frees, which abort).
+///
+/// # Safety
+/// `owns(p)` and `p` is a live arena block.
+#[cold]
+#[inline(never)]
+pub unsafe fn free_owned_not_recent(p: *mut u8) {
+    let own = region::load_own();
+    // SAFETY: as in `free_fast`.
+    if !own.is_null() && unsafe { (*own).try_free_local_counted(p) } {
+        return;
+    }
+    // SAFETY: caller's obligation.
+    unsafe { free_owned(p) }
 }
 
 /// Frees an arena block, from any thread.
