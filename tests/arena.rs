@@ -1937,3 +1937,25 @@ fn a_nested_region_that_ends_over_a_paused_walk_keeps_its_last_live_block_at_the
     free(a, lower);
     a.check_invariants().unwrap();
 }
+
+#[test]
+fn a_realloc_within_the_block_is_answered_without_moving_it() {
+    let a = arena(ArenaConfig::default());
+    let other = arena(ArenaConfig::default());
+    let first = alloc(a, 16, 16);
+    let p = alloc(a, 100, 16);
+    let q = alloc(other, 100, 16);
+    let fits = |arena: &Arena, p: *mut u8, n: usize| {
+        // SAFETY: owner thread; `p` is a live block of one of the two arenas.
+        unsafe { arena.fits_as_it_is(p, n) }
+    };
+    assert!(fits(a, p, 100) && fits(a, p, 50));
+    assert!(!fits(a, p, 101), "a growth past the block's size");
+    assert!(!fits(a, p, 49), "a shrink to under half of it");
+    assert!(!fits(a, q, 100), "another arena's block");
+    assert!(!fits(a, first.wrapping_add(8), 8), "no block's start");
+    free(a, p);
+    free(a, first);
+    free(other, q);
+    a.check_invariants().unwrap();
+}

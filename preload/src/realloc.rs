@@ -29,7 +29,9 @@ pub(crate) fn plain_realloc_at(p: *mut c_void, size: usize, site: usize) -> *mut
     if let router::Route::Arena(a) = router::route() {
         // SAFETY: the thread's own active arena; `p` is a live block (the caller's contract)
         // and size >= 1.
-        if unsafe { (*a).try_resize_last(p as *mut u8, size) } {
+        if unsafe {
+            (*a).try_resize_last(p as *mut u8, size) || (*a).fits_as_it_is(p as *mut u8, size)
+        } {
             return p;
         }
     }

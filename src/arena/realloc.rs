@@ -3,7 +3,7 @@
 use core::sync::atomic::Ordering;
 
 use super::counts::{cross_entry, MAX_SLOT};
-use super::header::{header_word, word_tag, TAG_LIVE};
+use super::header::{header_word, word_size, word_tag, TAG_LIVE};
 use super::run::Stop;
 use super::Arena;
 use crate::layout::{align_up, GRANULE_SHIFT, HEADER, MIN_ALIGN};
@@ -38,6 +38,26 @@ impl Arena {
         true
     }
 
+    /// The other fast path of `realloc`: true, having changed nothing, when `p` is a live,
+    /// unsampled block of this arena whose size already holds `new_size` and is not twice it
+    /// or more (the slack a move gave it serves the growth that follows, see
+    /// `router::realloc_owned`, which decides the same way for any block). False for anything
+    /// else, changing nothing.
+    ///
+    /// # Safety
+    /// Called by the owner thread; `p` is a live block of the allocator (this arena's or not).
+    #[inline(always)]
+    pub unsafe fn fits_as_it_is(&self, p: *mut u8, new_size: usize) -> bool {
+        let p = p as usize;
+        if !self.plausible(p) {
+            return false;
+        }
+        // SAFETY: `p` is in our committed data (plausible), so its header is readable.
+        let word = unsafe { ((p - HEADER) as *const usize).read() };
+        let size = word_size(word);
+        word_tag(word) == TAG_LIVE && new_size <= size && new_size >= size / 2
+    }
+
     /// Grows the live block `p` to `new_size` without moving it, when it is the last block of the
     /// current run and the run has room. Returns `false` when the caller must move it.
     ///
@@ -53,20 +73,24 @@ impl Arena {
         {
             return false;
         }
-        if self.in_uncounted(hdr as usize) {
-            // An uncounted block resizes without counting the range where it can: the last one
-            // within the run as `realloc`'s fast path does, any other one that grows by moving.
-            // (Counting the range here counted a parsed document's every block at each growth
-            // of its output buffer, and made their frees counted ones.)
+        // An uncounted block resizes without counting the range where it can: the last one
+        // within the run as `realloc`'s fast path does. (Counting the range here counted a
+        // parsed document's every block at each growth of its output buffer, and made their
+        // frees counted ones.)
+        if self.in_uncounted(hdr as usize)
             // SAFETY: a live block of this arena, on the owner thread; `new_size >= 1`.
-            if unsafe { self.try_resize_last(p as *mut u8, new_size) } {
-                return true;
-            }
-            if new_size > align_up(old_size, MIN_ALIGN)
-                && align_up(p + old_size, MIN_ALIGN) != self.top.get()
-            {
-                return false;
-            }
+            && unsafe { self.try_resize_last(p as *mut u8, new_size) }
+        {
+            return true;
+        }
+        // A block that grows stays only as the last one of the run, which it is not unless it
+        // ends at `top` (counting the range moves nothing): any other one moves, and the range
+        // stays uncounted. (Buffers grown in turn, each moved to the top and soon below the
+        // next one, counted the range at every growth.)
+        if new_size > align_up(old_size, MIN_ALIGN)
+            && align_up(p + old_size, MIN_ALIGN) != self.top.get()
+        {
+            return false;
         }
         self.flush_uncounted();
         if new_size <= align_up(old_size, MIN_ALIGN) {
