@@ -17,7 +17,11 @@
  * address order, so the last one is the block at the bump pointer, and a block's size is the
  * distance to the next entry. A free out of order searches the stack (cold); built with
  * -DHDR=16 ("soundhdr" in scripts/bench.sh), each block has a header word that names its entry
- * instead, and such a free is O(1): the leanest design we know for frees in any order. What it leaves out, and a real allocator must pay for on top:
+ * instead, and such a free is O(1). Built with -DMAP=1 ("soundmap" in scripts/matrix.sh), it
+ * keeps a block's state in a byte map beside the bump area instead (a byte per 16 bytes: 1 a
+ * live block starts here, 2 a block freed out of order): a free out of order is O(1) and reads
+ * and writes only the map, never the block's own cache line. What it leaves out, and a real
+ * allocator must pay for on top:
  * frees from other threads (they are refused here: abort), escaped blocks' reclaim and its
  * memory bound, realloc in place, statistics, process mode, spills past the slice, options,
  * aligned allocation (memalign, posix_memalign and aligned_alloc go to the next allocator) and
@@ -45,11 +49,19 @@
 #ifndef HDR
 #define HDR 0
 #endif
+#ifndef MAP
+#define MAP 0
+#endif
+#if HDR && MAP
+#error "HDR and MAP are two designs: build with one of them"
+#endif
+#define MAPLEN (SLICE / 16) /* one byte per 16 bytes of bump area */
 /* SLICES * SLICE bytes of bump areas. Until they are reserved, `space` is the highest range of
  * that size, which no user pointer (and not NULL) falls in, so that `ours` needs no other test. */
 #define UNRESERVED ((char *)(uintptr_t)0 - SLICES * SLICE)
 static char *space = UNRESERVED;
 static char *stacks;  /* SLICES * STACK bytes of object stacks */
+static unsigned char *maps; /* SLICES * MAPLEN bytes of block-state maps (MAP builds) */
 static unsigned slices_used;
 
 /* One thread's state, in one initial-exec TLS block so that a path finds it with one GOT load.
@@ -61,6 +73,7 @@ struct thread_state {
     char *peak;           /* highest `cur` seen: the high-water mark a resize needs */
     uintptr_t *sp_base;   /* first entry; sp_base[-1] stays 0 (a sentinel for free) */
     char *base;           /* start of the slice */
+    unsigned char *map;   /* its block-state map (MAP builds) */
     int depth;            /* region nesting */
 };
 /* Before a thread's first region its stack pointer points past this 0 word, so that free's test
@@ -75,6 +88,9 @@ static __thread struct thread_state T __attribute__((tls_model("initial-exec")))
 #define peak T.peak
 #define sp_base T.sp_base
 #define base T.base
+#define map T.map
+/* The map byte of the block at `p` (MAP builds). */
+#define STATE(p) map[((uintptr_t)(p) - (uintptr_t)base) >> 4]
 #define depth T.depth
 
 static inline int ours(void *p) { return (uintptr_t)p - (uintptr_t)space < SLICES * SLICE; }
@@ -99,7 +115,8 @@ static void reserve_once(void) {
     int expected = 0;
     if (__atomic_compare_exchange_n(&reserved, &expected, 1, 0, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE)) {
         char *s = reserve(SLICES * SLICE), *t = reserve(SLICES * STACK);
-        if (s && t) { stacks = t; space = s; }
+        unsigned char *m = MAP ? reserve(SLICES * MAPLEN) : (unsigned char *)1;
+        if (s && t && m) { stacks = t; space = s; maps = m; }
         __atomic_store_n(&reserved, 2, __ATOMIC_RELEASE);
     }
     while (__atomic_load_n(&reserved, __ATOMIC_ACQUIRE) != 2) sched_yield();
@@ -113,6 +130,7 @@ void resize_region_begin(void) {
             base = cur = peak = space + i * SLICE;
             lim = base + SLICE - HDR; /* so that `n <= lim - cur` leaves room for a header */
             sp_base = sp = (uintptr_t *)(stacks + i * STACK) + 2; /* sp_base[-1] stays 0 */
+            if (MAP) map = maps + (size_t)i * MAPLEN;
         }
     }
 }
@@ -135,6 +153,9 @@ static inline void *bump(size_t n) {
     sp = s + 1;
 #if HDR
     ((uintptr_t **)p)[-1] = s; /* the header: the block's entry */
+#endif
+#if MAP
+    STATE(p) = 1;
 #endif
     cur = p + ((n + 15) & ~(size_t)15);
     return p;
@@ -177,7 +198,11 @@ __attribute__((noinline, cold)) static void free_below(void *p) {
 /* The block at the bump pointer was freed: go on down over blocks freed out of order. */
 __attribute__((noinline, cold)) static void pop_freed(void) {
     uintptr_t *s = sp;
+#if MAP
+    while (s > sp_base && STATE(s[-1]) == 2) STATE(*--s) = 0;
+#else
     while (s[-1] & 1) s--; /* sp_base[-1] is 0: the loop stops there */
+#endif
     sp = s;
     cur = (char *)(s[0] & ~(uintptr_t)1) - HDR;
 }
@@ -189,9 +214,26 @@ void free(void *p) {
             if (cur > peak) peak = cur;
             cur = (char *)p - HDR;
             sp = s - 1;
+#if MAP
+            /* No stale "live" byte may stay behind the bump pointer. */
+            STATE(p) = 0;
+            if (s - 2 >= sp_base && STATE(s[-2]) == 2) pop_freed();
+#else
             if (s[-2] & 1) pop_freed();
+#endif
             return;
         }
+#if MAP
+        /* Its map byte says whether a live block of this thread starts at `p`: 1, and the free
+         * makes it 2; anything else (a double free, no block's start, another thread's block)
+         * is refused. */
+        if (((uintptr_t)p & 15) == 0 && (uintptr_t)p - (uintptr_t)base < (uintptr_t)(cur - base)
+            && STATE(p) == 1) {
+            STATE(p) = 2;
+            return;
+        }
+        refuse("free of a pointer that is not a live block of this thread:", p);
+#endif
 #if HDR
         /* Its header names its entry: a live block of this thread iff the entry is one of
          * this thread's and names it unmarked (a double free finds it marked). */
@@ -213,7 +255,8 @@ void free(void *p) {
 void *realloc(void *p, size_t n) {
     if (p && ours(p)) {
         uintptr_t *e = entry_of(p);
-        if (!e || (*e & 1)) refuse("realloc of a pointer that is not a live block of this thread:", p);
+        if (!e || (MAP ? STATE(p) != 1 : (*e & 1)))
+            refuse("realloc of a pointer that is not a live block of this thread:", p);
         size_t old = (size_t)((e + 1 < sp ? (char *)(e[1] & ~(uintptr_t)1) : cur) - (char *)p);
         char *q = malloc(n);
         if (q) {

@@ -7,6 +7,8 @@
 # ratio is taken within a round and the table gives the median of the per-round ratios.
 #   ROUNDS=5 (default)   QUICK=1 (a tenth of the work per cell)   ONLY=cell,cell,...
 #   BASELINE_SO=path     another libresizealloc.so, measured as the column "before"
+#   SOUNDMAP=1           adds the sound floor that keeps block states in a byte map instead of
+#                        headers (bench_sound_floor.c -DMAP=1) as the column "soundmap"
 # Writes target/matrix/results.md (and prints it).
 set -euo pipefail
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -25,6 +27,8 @@ gcc -O2 -shared -fPIC -falign-functions=64 -ftls-model=initial-exec -o "$OUT/lib
     scripts/bench_ideal.c -ldl
 gcc -O2 -shared -fPIC -falign-functions=64 -DHDR=16 -o "$OUT/libsoundhdr.so" \
     scripts/bench_sound_floor.c -ldl
+gcc -O2 -shared -fPIC -falign-functions=64 -DMAP=1 -o "$OUT/libsoundmap.so" \
+    scripts/bench_sound_floor.c -ldl
 
 NAMES=(glibc)
 declare -A PRELOAD=([glibc]="")
@@ -39,6 +43,7 @@ if [[ -n ${BASELINE_SO:-} ]]; then NAMES+=(before); PRELOAD[before]=$BASELINE_SO
 NAMES+=(ideal sound)
 PRELOAD[ideal]=$ROOT/$OUT/libideal.so
 PRELOAD[sound]=$ROOT/$OUT/libsoundhdr.so
+if [[ -n ${SOUNDMAP:-} ]]; then NAMES+=(soundmap); PRELOAD[soundmap]=$ROOT/$OUT/libsoundmap.so; fi
 ARGS=()
 [[ -n ${QUICK:-} ]] && ARGS+=(--quick)
 [[ -n ${ONLY:-} ]] && ARGS+=(--only "$ONLY")
@@ -53,6 +58,6 @@ for ((r = 1; r <= ROUNDS; r++)); do
 done
 
 python3 scripts/ratio_table.py "$RAW" "$ROUNDS" --target resizealloc \
-    --peers glibc,mimalloc,jemalloc,tcmalloc --refs "ideal,sound${BASELINE_SO:+,before}" --unit "ns per allocation (an allocation and its free, or a realloc step)" \
+    --peers glibc,mimalloc,jemalloc,tcmalloc --refs "ideal,sound${SOUNDMAP:+,soundmap}${BASELINE_SO:+,before}" --unit "ns per allocation (an allocation and its free, or a realloc step)" \
     "${NAMES[@]}" >"$OUT/results.md"
 cat "$OUT/results.md"
