@@ -7,6 +7,15 @@
  * allocator behind malloc can be faster on the same program. scripts/bench.sh runs it as the
  * "ideal" column.
  *
+ * Two builds add, one at a time, what a sound allocator with block headers must do on top, to
+ * show what each costs (scripts/matrix.sh with IDEAL_PARTS=1). Still unsound: nothing is reused
+ * before the region end.
+ *   -DHDR=1   a 16-byte header per block: a word with its size and a live tag written by
+ *             malloc, read and checked by free (a trap unless live), which writes a freed tag.
+ *   -DLINK=1  (with HDR) the header's second word names the block below it: the chain by which
+ *             a LIFO free finds the new last block (the library's `below_top` and link). Its
+ *             cost is the load and store of the chain's head on every allocation.
+ *
  * Build: gcc -O2 -shared -fPIC -ftls-model=initial-exec -o libideal.so bench_ideal.c -ldl */
 #include "bench_next.h" /* first: it defines _GNU_SOURCE */
 #include <stddef.h>
@@ -23,6 +32,17 @@ static __thread char *cur __attribute__((tls_model("initial-exec")));
 static __thread char *lim __attribute__((tls_model("initial-exec")));
 static __thread char *base __attribute__((tls_model("initial-exec")));
 static __thread int depth __attribute__((tls_model("initial-exec")));
+#ifndef HDR
+#define HDR 0
+#endif
+#ifndef LINK
+#define LINK 0
+#endif
+#if LINK && !HDR
+#error "LINK=1 needs HDR=1: the link is the header's second word"
+#endif
+#define HEADER (HDR ? 16 : 0)
+static __thread char *last __attribute__((tls_model("initial-exec"))); /* chain head (LINK) */
 
 
 static inline int ours(void *p) { return (uintptr_t)p - (uintptr_t)space < SLICES * SLICE; }
@@ -38,7 +58,9 @@ void resize_region_begin(void) {
                 if (s != MAP_FAILED) munmap(s, SLICES * SLICE);
         }
         unsigned i = __atomic_fetch_add(&slices_used, 1, __ATOMIC_RELAXED);
-        if (space && i < SLICES) { base = cur = space + i * SLICE; lim = base + SLICE; }
+        /* `lim` keeps room for a header, and malloc's test is strict (`n < lim - cur`), so that
+         * a thread without a slice (cur == lim == NULL) bumps nothing, not even for malloc(0). */
+        if (space && i < SLICES) { base = cur = space + i * SLICE; lim = base + SLICE - HEADER; }
     }
 }
 
@@ -48,12 +70,22 @@ int resize_region_end(void) {
     return 0;
 }
 
+/* The block of n bytes at the bump pointer (the caller checked that it fits). */
+static inline void *bump(char *p, size_t n) {
+    cur = p + HEADER + ((n + 15) & ~(size_t)15);
+#if HDR
+    ((size_t *)p)[0] = n << 16 | 1; /* size and the live tag */
+#if LINK
+    ((char **)p)[1] = last;
+    last = p;
+#endif
+#endif
+    return p + HEADER;
+}
+
 void *malloc(size_t n) {
     char *p = cur;
-    if (depth && n <= (size_t)(lim - p)) {
-        cur = p + ((n + 15) & ~(size_t)15);
-        return p;
-    }
+    if (depth && n < (size_t)(lim - p)) return bump(p, n);
     if (__builtin_expect(!next_malloc, 0)) { resolve(); if (!next_malloc) return boot_alloc(n); }
     return next_malloc(n);
 }
@@ -62,17 +94,22 @@ void *calloc(size_t a, size_t b) {
     size_t n;
     if (depth && !__builtin_mul_overflow(a, b, &n)) {
         char *p = cur;
-        if (n <= (size_t)(lim - p)) {
-            cur = p + ((n + 15) & ~(size_t)15);
-            return memset(p, 0, n);
-        }
+        if (n < (size_t)(lim - p)) return memset(bump(p, n), 0, n);
     }
     if (__builtin_expect(!next_calloc, 0)) { resolve(); if (!next_calloc) return boot_alloc(a * b); }
     return next_calloc(a, b);
 }
 
 void free(void *p) {
-    if (ours(p) || is_boot(p)) return;
+    if (ours(p)) {
+#if HDR
+        unsigned short *tag = (unsigned short *)((char *)p - HEADER);
+        if (*tag != 1) __builtin_trap(); /* not a live block */
+        *tag = 2;
+#endif
+        return;
+    }
+    if (is_boot(p)) return;
     if (__builtin_expect(!next_free, 0)) resolve();
     next_free(p);
 }

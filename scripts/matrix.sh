@@ -9,6 +9,9 @@
 #   BASELINE_SO=path     another libresizealloc.so, measured as the column "before"
 #   SOUNDMAP=1           adds the sound floor that keeps block states in a byte map instead of
 #                        headers (bench_sound_floor.c -DMAP=1) as the column "soundmap"
+#   IDEAL_PARTS=1        adds the ideal with a header per block ("ideal+hdr", bench_ideal.c
+#                        -DHDR=1) and with the chain of links as well ("ideal+link", -DLINK=1):
+#                        what those parts of a sound design cost on their own
 # Writes target/matrix/results.md (and prints it).
 set -euo pipefail
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -29,6 +32,12 @@ gcc -O2 -shared -fPIC -falign-functions=64 -DHDR=16 -o "$OUT/libsoundhdr.so" \
     scripts/bench_sound_floor.c -ldl
 gcc -O2 -shared -fPIC -falign-functions=64 -DMAP=1 -o "$OUT/libsoundmap.so" \
     scripts/bench_sound_floor.c -ldl
+if [[ -n ${IDEAL_PARTS:-} ]]; then
+    gcc -O2 -shared -fPIC -falign-functions=64 -ftls-model=initial-exec -DHDR=1 \
+        -o "$OUT/libideal_hdr.so" scripts/bench_ideal.c -ldl
+    gcc -O2 -shared -fPIC -falign-functions=64 -ftls-model=initial-exec -DHDR=1 -DLINK=1 \
+        -o "$OUT/libideal_link.so" scripts/bench_ideal.c -ldl
+fi
 
 NAMES=(glibc)
 declare -A PRELOAD=([glibc]="")
@@ -44,6 +53,11 @@ NAMES+=(ideal sound)
 PRELOAD[ideal]=$ROOT/$OUT/libideal.so
 PRELOAD[sound]=$ROOT/$OUT/libsoundhdr.so
 if [[ -n ${SOUNDMAP:-} ]]; then NAMES+=(soundmap); PRELOAD[soundmap]=$ROOT/$OUT/libsoundmap.so; fi
+if [[ -n ${IDEAL_PARTS:-} ]]; then
+    NAMES+=(ideal+hdr ideal+link)
+    PRELOAD[ideal+hdr]=$ROOT/$OUT/libideal_hdr.so
+    PRELOAD[ideal+link]=$ROOT/$OUT/libideal_link.so
+fi
 ARGS=()
 [[ -n ${QUICK:-} ]] && ARGS+=(--quick)
 [[ -n ${ONLY:-} ]] && ARGS+=(--only "$ONLY")
@@ -58,6 +72,6 @@ for ((r = 1; r <= ROUNDS; r++)); do
 done
 
 python3 scripts/ratio_table.py "$RAW" "$ROUNDS" --target resizealloc \
-    --peers glibc,mimalloc,jemalloc,tcmalloc --refs "ideal,sound${SOUNDMAP:+,soundmap}${BASELINE_SO:+,before}" --unit "ns per allocation (an allocation and its free, or a realloc step)" \
+    --peers glibc,mimalloc,jemalloc,tcmalloc --refs "ideal,sound${SOUNDMAP:+,soundmap}${IDEAL_PARTS:+,ideal+hdr,ideal+link}${BASELINE_SO:+,before}" --unit "ns per allocation (an allocation and its free, or a realloc step)" \
     "${NAMES[@]}" >"$OUT/results.md"
 cat "$OUT/results.md"
