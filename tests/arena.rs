@@ -627,6 +627,18 @@ fn temporaries_freed_in_the_order_they_were_made_give_their_memory_back_at_once(
     }
 }
 
+/// A row of `n` blocks of mixed sizes and a block above it, all freed out of order but the
+/// row's last (the row is returned), whose free then walks down over the row.
+fn row_freed_but_its_last(a: &Arena, n: usize) -> Vec<*mut u8> {
+    let row: Vec<*mut u8> = (0..n).map(|i| alloc(a, 32 + 16 * (i % 5), 16)).collect();
+    let above = alloc(a, 64, 16);
+    for &p in &row[..n - 1] {
+        free(a, p);
+    }
+    free(a, above);
+    row
+}
+
 #[test]
 fn a_long_walk_down_over_freed_blocks_waits_for_the_next_allocation() {
     let n = 4 * WALK_STEPS + 3;
@@ -640,12 +652,7 @@ fn a_long_walk_down_over_freed_blocks_waits_for_the_next_allocation() {
         let first = alloc(a, 16, 16);
         free(a, first);
         let anchor = alloc(a, 16, 16);
-        let row: Vec<*mut u8> = (0..n).map(|i| alloc(a, 32 + 16 * (i % 5), 16)).collect();
-        let above = alloc(a, 64, 16);
-        for &p in &row[..n - 1] {
-            free(a, p);
-        }
-        free(a, above);
+        let row = row_freed_but_its_last(a, n);
         a.check_invariants().unwrap();
         assert!(!a.walk_paused());
         free(a, row[n - 1]);
@@ -1915,12 +1922,7 @@ fn a_nested_region_that_ends_over_a_paused_walk_keeps_its_last_live_block_at_the
     a.push_checkpoint();
     let lower = alloc(a, 16, 16);
     let upper = alloc(a, 16, 16);
-    let row: Vec<*mut u8> = (0..n).map(|i| alloc(a, 32 + 16 * (i % 5), 16)).collect();
-    let above = alloc(a, 64, 16);
-    for &p in &row[..n - 1] {
-        free(a, p);
-    }
-    free(a, above);
+    let row = row_freed_but_its_last(a, n);
     free(a, row[n - 1]);
     assert!(a.walk_paused(), "the walk did not pause");
     a.pop_checkpoint();
