@@ -253,6 +253,15 @@ mod alloc_free {
                     "jne 6f",
                     "cmp rax, qword ptr [rsi + {uncounted}]",
                     "jb {other}",
+                    // The range's last live block: `release_uncounted`'s cases go to
+                    // `free_last_uncounted`, but for the commonest, where `release_top` is the
+                    // whole release: the block is the range's first (so its only one: nothing
+                    // but padding lies above `below_top`) and the range was not carried over
+                    // from the last region (whose end it then is), at label 7. A later block is
+                    // the last live one when every block below it is freed.
+                    "je 7f",
+                    "cmp qword ptr [rsi + {live_uncounted}], 1",
+                    "je {last}",
                     // rcx = the link. Not below the header (another thread freed this block, or
                     // the header was overwritten), or its word's low byte says the release would
                     // go on down: then `free_last_uncounted` does it all, and tells.
@@ -275,6 +284,28 @@ mod alloc_free {
                     "5:",
                     "mov qword ptr [rsi + {peak_top}], rdx",
                     "jmp 2b",
+                    // The range's only block (a LIFO pair): the same, once the range is known
+                    // not to be carried (a copy, so that neither case jumps back to the other).
+                    "7:",
+                    "cmp byte ptr [rsi + {carried}], 0",
+                    "jne {last}",
+                    "mov rcx, qword ptr [rax + {link}]",
+                    "cmp rcx, rax",
+                    "jae {last}",
+                    "cmp byte ptr [rcx], {freed_byte}",
+                    "je {last}",
+                    "mov word ptr [rax], {freed_half}",
+                    "dec qword ptr [rsi + {live_uncounted}]",
+                    "mov rdx, qword ptr [rsi + {top}]",
+                    "cmp rdx, qword ptr [rsi + {peak_top}]",
+                    "ja 15f",
+                    "12:",
+                    "mov qword ptr [rsi + {top}], rax",
+                    "mov qword ptr [rsi + {below_top}], rcx",
+                    $exit,
+                    "15:",
+                    "mov qword ptr [rsi + {peak_top}], rdx",
+                    "jmp 12b",
                     // Not the last block: the tag flip of a live block of the uncounted range
                     // `[uncounted, top)` that is not the range's last live block (then
                     // `free_uncounted` releases nothing: a block that ends at `top` is
@@ -334,6 +365,7 @@ mod alloc_free {
                     below_top = const asm_layout::BELOW_TOP,
                     peak_top = const asm_layout::PEAK_TOP,
                     live_uncounted = const asm_layout::LIVE_UNCOUNTED,
+                    carried = const asm_layout::CARRIED,
                     freed_byte = const arena::TAG_FREED as u8,
                     freed_half = const arena::TAG_FREED as u16,
                     tag_live = const arena::TAG_LIVE,
@@ -392,18 +424,18 @@ mod alloc_free {
     ///   the watch test, then the next allocator's `free` (eight instructions, two taken branches);
     ///   while only the profiler watches, its filter's slot for the pointer first (the common
     ///   case of `free_foreign_watched`, its twin), six more;
-    /// * the owner's free of the last block it handed out (LIFO), not counted yet and with nothing
-    ///   freed below it: right here, with no taken branch (the LIFO branch of
+    /// * the owner's free of the last block it handed out (LIFO), not counted yet, with nothing
+    ///   freed below it and, if it is the uncounted range's last live block, its first one and
+    ///   not carried over from the last region: right here, with no taken branch (the LIFO branch of
     ///   [`Arena::try_free_local_fast`] and `Arena::release_top`, with the offsets and tags of
     ///   [`asm_layout`]). Why: each taken branch on the way into a
     ///   Rust function cost the Bumper loop about 3 % (`scripts/bench.sh`);
     /// * the owner's free of any other live block it handed out since the counts were last looked
-    ///   at (the uncounted range), when that block neither ends at the bump pointer nor is the
-    ///   range's last live one: its tag says freed and the range's live count drops, right here
-    ///   (the uncounted branch of [`Arena::try_free_local_other`] and `Arena::free_uncounted`).
-    ///   Frees in allocation order, at random or in a tree's post-order are nearly all of this
-    ///   kind; one costs 31 instructions here, entry included, and 44 through the Rust path
-    ///   (callgrind, `fifo/s128/64` of `scripts/matrix.c`);
+    ///   at (the uncounted range), when that block is not the range's last live one (a block
+    ///   that ends at the bump pointer is `below_top`, the LIFO case): its tag says freed and the
+    ///   range's live count drops, right here (the uncounted branch of
+    ///   [`Arena::try_free_local_other`] and `Arena::free_uncounted`). Frees in allocation
+    ///   order, at random or in a tree's post-order are nearly all of this kind;
     /// * every other arena block goes to [`free_arena_block_other`], watched foreign pointers to
     ///   [`free_foreign_watched`].
     ///

@@ -5,7 +5,8 @@
 //! `malloc` does what [`Arena::try_alloc_fast_small`], or [`Arena::try_alloc_fast_aligned`] at a
 //! cache line's alignment, does with `Arena::bump`; `free` does what the LIFO branch of
 //! [`Arena::try_free_local_fast`] does with `Arena::release_top`, when the link's word does not
-//! say "freed", and what the uncounted branch of [`Arena::try_free_local_other`] does with
+//! say "freed" and that is the whole release (not the last live block of a carried range, or
+//! of one whose other blocks lie below it), and what the uncounted branch of [`Arena::try_free_local_other`] does with
 //! `Arena::free_uncounted` when that releases nothing (a tag flip). Both serve the owner thread
 //! only, and leave every other case to those functions.
 //! A change to any of them must be made there too: the preload tests' `fast_paths` program
@@ -32,6 +33,8 @@ pub const PEAK_TOP: usize = offset_of!(Arena, peak_top);
 pub const REGION_ALLOCS: usize = offset_of!(Arena, region_allocs);
 /// `Arena::live_uncounted` (`Cell<usize>`).
 pub const LIVE_UNCOUNTED: usize = offset_of!(Arena, live_uncounted);
+/// `Arena::carried` (`Cell<bool>`: one byte).
+pub const CARRIED: usize = offset_of!(Arena, carried);
 /// Offset of the link in a block's header (after its size-and-tag word, `size << TAG_BITS |
 /// tag`, see [`super::TAG_BITS`]).
 pub const LINK: usize = 8;
@@ -39,6 +42,8 @@ pub const LINK: usize = 8;
 const _: () = {
     // The words the assembly uses with 8-byte operands are 8 bytes.
     assert!(size_of::<core::cell::Cell<usize>>() == 8 && size_of::<super::OwnerCounter>() == 8);
+    // `carried` is read as a byte.
+    assert!(size_of::<core::cell::Cell<bool>>() == 1);
     // A header is two words, the size-and-tag word and the link: `bump` writes them so.
     assert!(HEADER == 2 * size_of::<usize>() && LINK == size_of::<usize>());
     // The assembly's paths: below a page at `MIN_ALIGN`, from a page on at a cache line.

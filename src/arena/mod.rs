@@ -220,7 +220,8 @@ pub struct Arena {
     /// The header of the block right below the bump pointer, or [`Arena::no_link`] when not
     /// known. Every block the bump pointer hands out stores the value it finds here in its
     /// second header word (its *link*; a sampled block keeps its sample word there instead, and
-    /// its owner's free sets it to `no_link`), and then puts its own header here; a free at the
+    /// its owner's free writes back the link it replaced, see `sampled_at`, or `no_link`), and
+    /// then puts its own header here; a free at the
     /// bump pointer follows the links down over blocks their owner freed already
     /// (`release_top`).
     ///
@@ -386,9 +387,11 @@ pub struct Arena {
     /// xorshift state for the gaps between samples (never zero).
     sample_rng: Cell<u32>,
     probe_countdown: Cell<u32>,
-    /// The header of the block sampled last when it was `below_top` (0 otherwise), and the link
-    /// its sample word replaced: its owner's free at `top` gives the link back, so that the
-    /// bump pointer goes on down to the blocks below it as from any other block.
+    /// The header of the block sampled last when it was `below_top` (0 when it was not; after
+    /// that block's free it may name a dead address, which no later sampled block matches
+    /// without setting it anew), and the link its sample word replaced: its owner's free at
+    /// `top` gives the link back, so that the bump pointer goes on down to the blocks below it
+    /// as from any other block.
     sampled_at: Cell<usize>,
     sampled_link: Cell<usize>,
     /// Addresses of sampled blocks still live (0: empty); a free of one clears its entry.
