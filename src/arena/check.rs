@@ -57,6 +57,11 @@ impl Arena {
         if live != self.live_uncounted.get() {
             return Err("live_uncounted is not the number of live blocks in the uncounted range");
         }
+        // The free that leaves a carried range no live block ends the carry
+        // (`release_carried`), and a count of the range does too.
+        if self.carried.get() && live == 0 {
+            return Err("a carried range has no live block left, and is still carried");
+        }
         if !links_below {
             return Err("the link of a live block names no block below it");
         }
