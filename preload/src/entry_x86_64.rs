@@ -53,8 +53,9 @@ mod alloc_free {
 
     use resizealloc::arena::{self, asm_layout};
 
+    use resizealloc::router;
     use resizealloc::router::malloc::{
-        free_foreign_watched, free_slow, malloc_predicted, malloc_slow, malloc_unrouted,
+        free_foreign_watched, malloc_predicted, malloc_slow, malloc_unrouted,
     };
 
     use crate::malloc::NextAllocator;
@@ -465,21 +466,22 @@ mod alloc_free {
     }
 
     /// `free` of an arena block that the assembly entry point did not free inline: `own` is the
-    /// thread's own arena ([`Arena::try_free_local_other`], else the slow path), or
-    /// `region::NO_ARENA` when it has none (the slow path: another thread's block).
+    /// thread's own arena ([`Arena::try_free_local_other`], which tries the uncounted and the
+    /// counted paths, else [`router::free_owned`]), or `region::NO_ARENA` when it has none
+    /// (`free_owned`: another thread's block).
     ///
     /// [`Arena::try_free_local_other`]: resizealloc::arena::Arena::try_free_local_other
     extern "C" fn free_arena_block_other(p: *mut c_void, own: *const resizealloc::arena::Arena) {
-        if ptr::eq(own, resizealloc::region::no_arena()) {
-            // SAFETY: the entry point found `p` in the reservation.
-            return unsafe { free_slow(p as *mut u8) };
-        }
         // SAFETY: `own` is this thread's own arena, alive while it runs (the entry point read it
-        // from the thread's state); `p` lies in the reservation, so it is an arena block (or the
-        // program's bug, which the fast path's checks send to the slow path).
-        if !unsafe { (*own).try_free_local_other(p as *mut u8) } {
-            // SAFETY: as above.
-            unsafe { free_slow(p as *mut u8) };
+        // from the thread's state), unless it is `NO_ARENA`; `p` lies in the reservation, so it
+        // is an arena block (or the program's bug, which the fast path's checks send to
+        // `free_owned`, and `free_owned` reports).
+        unsafe {
+            if ptr::eq(own, resizealloc::region::no_arena())
+                || !(*own).try_free_local_other(p as *mut u8)
+            {
+                router::free_owned(p as *mut u8);
+            }
         }
     }
 
