@@ -2,10 +2,11 @@
 # Request-shaped Rust workloads (examples/workloads/common.rs: a serde_json parse, walk and
 # serialise; a boxed tree built and dropped; word counts in a HashMap, sorted; CSV records
 # parsed and sorted), a region per request, one binary per global allocator: System, the
-# mimalloc crate, ResizeAlloc, ResizeAlloc::wrap(MiMalloc) and the ideal (a thread-local bump
-# pointer that never frees inside a region: the floor). One thread and two, interleaved over
-# ROUNDS rounds; per-round ratios, medians. (bumpalo is no global allocator: the arena's own
-# figures beside it are in benches/bumper_loop.rs.)
+# mimalloc crate, ResizeAlloc, ResizeAlloc::wrap(MiMalloc), the ideal (a thread-local bump
+# pointer that never frees inside a region: the floor) and the sound floor (the leanest sound
+# region allocator we know, examples/workloads_sound.rs: what the guarantees alone cost). One
+# thread and two, interleaved over ROUNDS rounds; per-round ratios, medians. (bumpalo is no
+# global allocator: the arena's own figures beside it are in benches/bumper_loop.rs.)
 #   ROUNDS=5 (default)   QUICK=1   ONLY=json,tree,...
 # Writes target/workloads/results.md (and prints it).
 set -euo pipefail
@@ -16,7 +17,7 @@ OUT=target/workloads
 RAW=$OUT/raw
 mkdir -p "$OUT" "$RAW"
 rm -f "$RAW"/*
-NAMES=(system mimalloc resize resize_mimalloc ideal)
+NAMES=(system mimalloc resize resize_mimalloc ideal sound)
 cargo build -q --release $(printf -- '--example workloads_%s ' "${NAMES[@]}")
 ARGS=()
 [[ -n ${QUICK:-} ]] && ARGS+=(--quick)
@@ -29,6 +30,6 @@ for ((r = 1; r <= ROUNDS; r++)); do
     echo "round $r of $ROUNDS done" >&2
 done
 python3 scripts/ratio_table.py "$RAW" "$ROUNDS" --target resize,resize_mimalloc \
-    --peers system,mimalloc --refs ideal --unit "ns per request" "${NAMES[@]}" \
+    --peers system,mimalloc --refs ideal,sound --unit "ns per request" "${NAMES[@]}" \
     >"$OUT/results.md"
 cat "$OUT/results.md"
