@@ -7,8 +7,9 @@
 //!   `malloc_at` and `router::malloc`.
 //! * `free`: the owner's LIFO free at `below_top`, and its tag flip of a block of the uncounted
 //!   range that releases nothing. Twins: the LIFO branch of `Arena::try_free_local_fast` with
-//!   `Arena::release_top`, and the uncounted branch of `Arena::try_free_local_other` with
-//!   `Arena::free_uncounted`, through `malloc.rs`'s `free`.
+//!   `Arena::release_top`, or with `Arena::rewind_uncounted` for the range's last live block
+//!   above freed blocks or padding, and the uncounted branch of `Arena::try_free_local_other`
+//!   with `Arena::free_uncounted`, through `malloc.rs`'s `free`.
 //! * the profiler's common cases outside regions: `malloc`'s countdown and `free`'s filter
 //!   test. Twins: the first branches of `malloc_unrouted` and `free_foreign_watched`.
 //! * `with_site!`: `calloc`, `realloc`, `__libc_*` (and `malloc` in the twin build) load the
@@ -262,7 +263,7 @@ mod alloc_free {
                     // the last live one when every block below it is freed.
                     "je 7f",
                     "cmp qword ptr [rsi + {live_uncounted}], 1",
-                    "je {last}",
+                    "je 20f",
                     // rcx = the link. Not below the header (another thread freed this block, or
                     // the header was overwritten), or its word's low byte says the release would
                     // go on down: then `free_last_uncounted` does it all, and tells.
@@ -307,6 +308,43 @@ mod alloc_free {
                     "15:",
                     "mov qword ptr [rsi + {peak_top}], rdx",
                     "jmp 12b",
+                    // The range's last live block, not its first: every block below it in the
+                    // range is free (or only alignment padding lies there, as in front of a
+                    // block of a page or more), so the bump pointer goes back to `uncounted`
+                    // and `below_top` to `no_link` (`rewind_uncounted`), unless the range was
+                    // carried over, or the release is large enough for process mode's bound to
+                    // want a look (`note_release`): those go to `free_last_uncounted`.
+                    "20:",
+                    "cmp byte ptr [rsi + {carried}], 0",
+                    "jne {last}",
+                    // The link must be `no_link <= link < hdr` (`link_below`: one compare of
+                    // offsets from `no_link`, r9), else (overwritten, or `POISON_LINK`: another
+                    // thread freed the block) `free_last_uncounted` tells.
+                    "mov rcx, qword ptr [rax + {link}]",
+                    "lea r9, [rsi + {limit}]",
+                    "sub rcx, r9",
+                    "mov r8, rax",
+                    "sub r8, r9",
+                    "cmp rcx, r8",
+                    "jae {last}",
+                    // rdx = top, rcx = uncounted, r8 = the bytes released.
+                    "mov rdx, qword ptr [rsi + {top}]",
+                    "mov rcx, qword ptr [rsi + {uncounted}]",
+                    "mov r8, rdx",
+                    "sub r8, rcx",
+                    "cmp r8, {look_soon_bytes}",
+                    "jae {last}",
+                    "mov word ptr [rax], {freed_half}",
+                    "dec qword ptr [rsi + {live_uncounted}]",
+                    "cmp rdx, qword ptr [rsi + {peak_top}]",
+                    "ja 25f",
+                    "22:",
+                    "mov qword ptr [rsi + {top}], rcx",
+                    "mov qword ptr [rsi + {below_top}], r9",
+                    $exit,
+                    "25:",
+                    "mov qword ptr [rsi + {peak_top}], rdx",
+                    "jmp 22b",
                     // Not the last block: the tag flip of a live block of the uncounted range
                     // `[uncounted, top)` that is not the range's last live block (then
                     // `free_uncounted` releases nothing: a block that ends at `top` is
@@ -367,6 +405,8 @@ mod alloc_free {
                     peak_top = const asm_layout::PEAK_TOP,
                     live_uncounted = const asm_layout::LIVE_UNCOUNTED,
                     carried = const asm_layout::CARRIED,
+                    limit = const asm_layout::LIMIT,
+                    look_soon_bytes = const asm_layout::LOOK_SOON_BYTES,
                     freed_byte = const arena::TAG_FREED as u8,
                     freed_half = const arena::TAG_FREED as u16,
                     tag_live = const arena::TAG_LIVE,
@@ -431,6 +471,12 @@ mod alloc_free {
     ///   [`Arena::try_free_local_fast`] and `Arena::release_top`, with the offsets and tags of
     ///   [`asm_layout`]). Why: each taken branch on the way into a
     ///   Rust function cost the Bumper loop about 3 % (`scripts/bench.sh`);
+    /// * the same free of the range's last live block when it is not the range's first (the
+    ///   blocks below it are freed, or only the alignment padding in front of a block of a page
+    ///   or more lies there), not carried over, releasing less than `LOOK_SOON_BYTES`: the bump
+    ///   pointer goes back to where the range began (`Arena::rewind_uncounted`), right here too
+    ///   (a pair of a block of a page or more is such a free: its padding makes it not the
+    ///   range's first block);
     /// * the owner's free of any other live block it handed out since the counts were last looked
     ///   at (the uncounted range), when that block is not the range's last live one (a block
     ///   that ends at the bump pointer is `below_top`, the LIFO case): its tag says freed and the

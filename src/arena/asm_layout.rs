@@ -5,10 +5,12 @@
 //! `malloc` does what [`Arena::try_alloc_fast_small`], or [`Arena::try_alloc_fast_aligned`] at a
 //! cache line's alignment, does with `Arena::bump`; `free` does what the LIFO branch of
 //! [`Arena::try_free_local_fast`] does with `Arena::release_top`, when the link's word does not
-//! say "freed" and that is the whole release (not the last live block of a carried range, or
-//! of one whose other blocks lie below it), and what the uncounted branch of [`Arena::try_free_local_other`] does with
-//! `Arena::free_uncounted` when that releases nothing (a tag flip). Both serve the owner thread
-//! only, and leave every other case to those functions.
+//! say "freed" and that is the whole release (not the last live block of a carried range), or
+//! with `Arena::rewind_uncounted` for the last live block of a range whose other blocks lie
+//! below it (not carried, and a release under [`LOOK_SOON_BYTES`]), and what the uncounted
+//! branch of [`Arena::try_free_local_other`] does with `Arena::free_uncounted` when that
+//! releases nothing (a tag flip). Both serve the owner thread only, and leave every other case
+//! to those functions.
 //! A change to any of them must be made there too: the preload tests' `fast_paths` program
 //! checks what the two do, and `scripts/test.sh` runs the preload tests once more with the
 //! arena's invariants checked after every operation of the Rust paths. Why assembly: each taken
@@ -35,6 +37,9 @@ pub const REGION_ALLOCS: usize = offset_of!(Arena, region_allocs);
 pub const LIVE_UNCOUNTED: usize = offset_of!(Arena, live_uncounted);
 /// `Arena::carried` (`Cell<bool>`: one byte).
 pub const CARRIED: usize = offset_of!(Arena, carried);
+/// The release from which `Arena::note_release` may ask process mode's bound for a look: `free`
+/// leaves a rewind of the uncounted range this large to the Rust path.
+pub const LOOK_SOON_BYTES: usize = super::bound::LOOK_SOON_BYTES;
 /// Offset of the link in a block's header (after its size-and-tag word, `size << TAG_BITS |
 /// tag`, see [`super::TAG_BITS`]).
 pub const LINK: usize = 8;
@@ -49,6 +54,8 @@ const _: () = {
     // The assembly's paths: below a page at `MIN_ALIGN`, from a page on at a cache line.
     assert!(super::block_align(LINE_ALIGN_FROM - 1, MIN_ALIGN) == MIN_ALIGN);
     assert!(super::block_align(LINE_ALIGN_FROM, MIN_ALIGN) == LINE);
+    // `free` compares a release with it as a 32-bit immediate.
+    assert!(LOOK_SOON_BYTES < 1 << 31);
     // `-MIN_ALIGN` and `-LINE` as masks.
     assert!(MIN_ALIGN.is_power_of_two() && LINE.is_power_of_two());
 };

@@ -4,7 +4,7 @@
  * LIFO free notes, the region's allocation count, the sizes at the small path's edges, and the
  * cases the inline free leaves to the general path (a release that goes on down over freed
  * blocks, across the gap header in front of a line-aligned block; a free by a thread that has
- * no arena).
+ * no arena), and the range's last live block freed above freed blocks or padding.
  * Runs under LD_PRELOAD=libresizealloc.so (also the one built with the core crate's
  * check-invariants feature, which walks the arena after every operation of the Rust paths);
  * prints "ok <check>" lines and "all ok", or "FAIL" lines and exits 1. */
@@ -79,6 +79,42 @@ static void *free_carried_blocks(void *arg) {
     CHECK(thread_stats().high_water == 1024,
           "the peak after the carried blocks' last free counts from where they began (%llu)",
           (unsigned long long)thread_stats().high_water);
+    return NULL;
+}
+
+/* The range's last live block freed when it is not the range's first: the blocks below it in
+ * the range are freed already, or only alignment padding lies there (a block of a page or more
+ * starts on a cache line). The bump pointer goes back to where the range began, and the peak
+ * the free notes is the block's end. For blocks of 16 to 64 bytes in front of the large one,
+ * with and without the padding, and with no block in front of it at all. On a thread of its
+ * own, whose arena holds nothing else live. */
+static void *free_last_above_freed(void *arg) {
+    (void)arg;
+    warm(1 << 16);
+    int gaps = 0;
+    for (size_t asz = 0; asz <= 64; asz += 16) {
+        resize_region_begin();
+        char *s = malloc(16);
+        uintptr_t start = (uintptr_t)s - 16; /* the range's start: `s` is its first block */
+        free(s);
+        char *a = asz ? malloc(asz) : NULL, *big = malloc(8192);
+        if (a) memset(a, 11, asz);
+        memset(big, 12, 8192);
+        gaps += (uintptr_t)big - 16 != (a ? ((uintptr_t)a + asz + 15) & ~(uintptr_t)15 : start);
+        uintptr_t big_end = (uintptr_t)big + 8192;
+        free(a);
+        free(big);
+        char *n = malloc(16);
+        CHECK((uintptr_t)n == start + 16,
+              "%zu bytes freed below a line-aligned block: its free goes back to the range's start",
+              asz);
+        free(n);
+        resize_region_end();
+        CHECK(thread_stats().high_water == big_end - start,
+              "%zu bytes below a line-aligned block: the peak is its end (%llu)", asz,
+              (unsigned long long)thread_stats().high_water);
+    }
+    CHECK(gaps > 0, "padding lay below the line-aligned block %d times", gaps);
     return NULL;
 }
 
@@ -279,6 +315,12 @@ int main(void) {
     CHECK(pthread_create(&carrier, NULL, free_carried_blocks, NULL) == 0
               && pthread_join(carrier, NULL) == 0,
           "the thread that frees carried blocks ran");
+
+    /* 11. The range's last live block, above blocks freed already or alignment padding. */
+    pthread_t lifo_last;
+    CHECK(pthread_create(&lifo_last, NULL, free_last_above_freed, NULL) == 0
+              && pthread_join(lifo_last, NULL) == 0,
+          "the thread that frees the last block above freed ones ran");
 
     if (failures) { printf("%d failures\n", failures); return 1; }
     printf("all ok\n");
