@@ -288,6 +288,9 @@ mod alloc_free {
                     "jmp 2b",
                     // The range's only block (a LIFO pair): the same, once the range is known
                     // not to be carried (a copy, so that neither case jumps back to the other).
+                    // On a cache line of its own (the padding follows a jump, so it never runs):
+                    // where the branches above put it across two, pairs measured 1-3 % slower.
+                    ".p2align 6",
                     "7:",
                     "cmp byte ptr [rsi + {carried}], 0",
                     "jne {last}",
