@@ -146,13 +146,19 @@ mod alloc_free {
                     "and r8, -{min_align}",
                     "cmp r8, qword ptr [rdx + {limit}]",
                     "ja {slow}",
-                    // rsi = the header; padding in front of it gets a gap header (label 6).
+                    // rsi = the header. Padding `[top, header)` in front of it gets a gap
+                    // header, so that a walk of the uncounted range steps over it: written at
+                    // `top` whether or not there is padding (without, the block's header below
+                    // overwrites it), since whether there is depends on the sizes before, and a
+                    // branch on it mispredicted where blocks of a page or more mix with smaller
+                    // ones.
                     "lea rsi, [rax - {header}]",
-                    "cmp rsi, rcx",
-                    "jne 6f",
-                    // `bump` again, for a header in rsi: with one copy, one of the two paths would
-                    // take a branch to it.
-                    "5:",
+                    "mov r9, rsi",
+                    "sub r9, rcx",
+                    "shl r9, {tag_shift}",
+                    "or r9, {tag_gap}",
+                    "mov qword ptr [rcx], r9",
+                    // `bump` again, for a header in rsi.
                     "mov qword ptr [rdx + {top}], r8",
                     "shl rdi, {tag_shift}",
                     "or rdi, {tag_live}",
@@ -163,15 +169,6 @@ mod alloc_free {
                     "inc qword ptr [rdx + {region_allocs}]",
                     "inc qword ptr [rdx + {live_uncounted}]",
                     $exit,
-                    // `[top, header)`: a gap header, so that a walk of the uncounted range steps
-                    // over it.
-                    "6:",
-                    "mov r9, rsi",
-                    "sub r9, rcx",
-                    "shl r9, {tag_shift}",
-                    "or r9, {tag_gap}",
-                    "mov qword ptr [rcx], r9",
-                    "jmp 5b",
                     "3:",
                     "cmp rdx, {settled}",
                     "jne 2f",
