@@ -22,8 +22,16 @@ cargo build -q --release $(printf -- '--example workloads_%s ' "${NAMES[@]}")
 ARGS=()
 [[ -n ${QUICK:-} ]] && ARGS+=(--quick)
 [[ -n ${ONLY:-} ]] && ARGS+=(--only "$ONLY")
+# The order changes every round, as in scripts/matrix.sh.
 for ((r = 1; r <= ROUNDS; r++)); do
-    for a in "${NAMES[@]}"; do
+    k=$(((r - 1) % ${#NAMES[@]}))
+    ORDER=("${NAMES[@]:k}" "${NAMES[@]:0:k}")
+    if ((r % 2 == 0)); then
+        for ((i = 0, j = ${#ORDER[@]} - 1; i < j; i++, j--)); do
+            t=${ORDER[i]}; ORDER[i]=${ORDER[j]}; ORDER[j]=$t
+        done
+    fi
+    for a in "${ORDER[@]}"; do
         bin=target/release/examples/workloads_$a
         { "$bin" "${ARGS[@]}"; "$bin" "${ARGS[@]}" --threads 2; } >"$RAW/$a.$r.txt"
     done
