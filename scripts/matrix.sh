@@ -16,6 +16,7 @@
 set -euo pipefail
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$ROOT"
+source scripts/round_order.sh
 ROUNDS=${ROUNDS:-5}
 OUT=target/matrix
 RAW=$OUT/raw
@@ -62,17 +63,8 @@ ARGS=()
 [[ -n ${QUICK:-} ]] && ARGS+=(--quick)
 [[ -n ${ONLY:-} ]] && ARGS+=(--only "$ONLY")
 
-# The order changes every round: it starts one allocator further on, and every other round
-# runs backwards, so that no allocator always runs right before or after the same one (a fixed
-# order biased a build against the one run right before it by up to 4 %).
 for ((r = 1; r <= ROUNDS; r++)); do
-    k=$(((r - 1) % ${#NAMES[@]}))
-    ORDER=("${NAMES[@]:k}" "${NAMES[@]:0:k}")
-    if ((r % 2 == 0)); then
-        for ((i = 0, j = ${#ORDER[@]} - 1; i < j; i++, j--)); do
-            t=${ORDER[i]}; ORDER[i]=${ORDER[j]}; ORDER[j]=$t
-        done
-    fi
+    round_order "$r" "${NAMES[@]}"
     for a in "${ORDER[@]}"; do
         # The sound floor refuses what it does not implement (aborts): its cell is then empty.
         env ${PRELOAD[$a]:+LD_PRELOAD=${PRELOAD[$a]}} "$OUT/matrix" "${ARGS[@]}" \

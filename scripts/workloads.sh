@@ -12,6 +12,7 @@
 set -euo pipefail
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$ROOT"
+source scripts/round_order.sh
 ROUNDS=${ROUNDS:-5}
 OUT=target/workloads
 RAW=$OUT/raw
@@ -22,15 +23,8 @@ cargo build -q --release $(printf -- '--example workloads_%s ' "${NAMES[@]}")
 ARGS=()
 [[ -n ${QUICK:-} ]] && ARGS+=(--quick)
 [[ -n ${ONLY:-} ]] && ARGS+=(--only "$ONLY")
-# The order changes every round, as in scripts/matrix.sh.
 for ((r = 1; r <= ROUNDS; r++)); do
-    k=$(((r - 1) % ${#NAMES[@]}))
-    ORDER=("${NAMES[@]:k}" "${NAMES[@]:0:k}")
-    if ((r % 2 == 0)); then
-        for ((i = 0, j = ${#ORDER[@]} - 1; i < j; i++, j--)); do
-            t=${ORDER[i]}; ORDER[i]=${ORDER[j]}; ORDER[j]=$t
-        done
-    fi
+    round_order "$r" "${NAMES[@]}"
     for a in "${ORDER[@]}"; do
         bin=target/release/examples/workloads_$a
         { "$bin" "${ARGS[@]}"; "$bin" "${ARGS[@]}" --threads 2; } >"$RAW/$a.$r.txt"

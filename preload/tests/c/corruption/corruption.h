@@ -37,6 +37,17 @@ __attribute__((unused)) static unsigned char *block_between(size_t n) {
     return p;
 }
 
+/* The newest block, with the block before it freed already: in a region, the last live block
+ * of the arena's uncounted range, and not its first. */
+__attribute__((unused)) static unsigned char *last_above_freed(size_t n) {
+    free(launder(malloc(n))); /* a fresh arena's first block takes its slow path */
+    unsigned char *older = launder(malloc(n));
+    unsigned char *p = launder(malloc(n));
+    memset(p, 'a', n);
+    free(older);
+    return p;
+}
+
 __attribute__((unused)) static int not_caught(void) {
     puts("not caught");
     fflush(stdout);

@@ -16,11 +16,7 @@ int main(void) {
     pthread_t t;
     if (pipe(ends) != 0 || pthread_create(&t, NULL, free_what_comes, NULL) != 0) return 2;
     enter_region();
-    free(launder(malloc(SMALL))); /* the arena's first block takes its slow path */
-    unsigned char *older = launder(malloc(SMALL));
-    unsigned char *p = launder(malloc(SMALL));
-    memset(p, 'a', SMALL);
-    free(older);
+    unsigned char *p = last_above_freed(SMALL);
     if (write(ends[1], &p, sizeof p) != sizeof p) return 2;
     pthread_join(t, NULL);
     free(p);

@@ -4,11 +4,7 @@
 
 int main(void) {
     enter_region();
-    free(launder(malloc(SMALL))); /* the arena's first block takes its slow path */
-    unsigned char *older = launder(malloc(SMALL));
-    unsigned char *p = launder(malloc(SMALL));
-    memset(p, 'a', SMALL);
-    free(older);
+    unsigned char *p = last_above_freed(SMALL);
     memset(p - 8, 'x', 8);
     free(p);
     return not_caught();
