@@ -172,7 +172,10 @@ unsafe impl GlobalAlloc for Sound {
                     return;
                 }
             }
-            refuse("free of a pointer that is not a live block of this thread:", p)
+            refuse(
+                "free of a pointer that is not a live block of this thread:",
+                p,
+            )
         })
     }
 
