@@ -253,11 +253,12 @@ mod alloc_free {
                     "cmp rax, qword ptr [rsi + {uncounted}]",
                     "jb {other}",
                     // The range's last live block: `release_uncounted`'s cases go to
-                    // `free_last_uncounted`, but for the commonest, where `release_top` is the
-                    // whole release: the block is the range's first (so its only one: nothing
-                    // but padding lies above `below_top`) and the range was not carried over
-                    // from the last region (whose end it then is), at label 7. A later block is
-                    // the last live one when every block below it is freed.
+                    // `free_last_uncounted`, but for the two commonest. The block is the range's
+                    // first (so its only one: nothing but padding lies above `below_top`), not
+                    // carried over from the last region, and `release_top` is the whole
+                    // release: label 7. A later block, the last live one because every block
+                    // below it is freed (or only padding lies there), not carried over, and
+                    // `rewind_uncounted` is the whole release: label 20.
                     "je 7f",
                     "cmp qword ptr [rsi + {live_uncounted}], 1",
                     "je 20f",

@@ -221,9 +221,8 @@ pub struct Arena {
     /// known. Every block the bump pointer hands out stores the value it finds here in its
     /// second header word (its *link*; a sampled block keeps its sample word there instead, and
     /// its owner's free writes back the link it replaced, see `sampled_at`, or `no_link`), and
-    /// then puts its own header here; a free at the
-    /// bump pointer follows the links down over blocks their owner freed already
-    /// (`release_top`).
+    /// then puts its own header here; a free at the bump pointer follows the links down over
+    /// blocks their owner freed already (`release_top`).
     ///
     /// Invariant: `no_link`, or the header of a block of the current run that ends at or below
     /// `top` with only alignment padding between its end and `top`. The link of a plain block
