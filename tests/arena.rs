@@ -2,7 +2,7 @@
 
 use resizealloc::arena::{
     block_align, resize_policy, Arena, ArenaConfig, GRANULE, HEADER, LINE, LINE_ALIGN_FROM,
-    MIN_ALIGN, PEAK_HISTORY, TAG_BITS, TAG_FREED, TAG_GAP, TAG_LIVE, WALK_STEPS,
+    MIN_ALIGN, PEAK_HISTORY, TAG_BITS, TAG_FREED, TAG_GAP, TAG_LIVE, WALK_STEPS, WALK_STEPS_SHORT,
 };
 use resizealloc::os;
 
@@ -729,6 +729,55 @@ fn a_long_walk_down_over_freed_blocks_waits_for_the_next_allocation() {
         unsafe { p.write_bytes(0x44, 100) };
         free(a, p);
         free(a, kept);
+        a.check_invariants().unwrap();
+    }
+}
+
+#[test]
+fn walks_pause_early_until_the_region_allocates_after_one() {
+    // A row whose last free walks down over `WALK_STEPS_SHORT + 2` freed blocks: more than a
+    // walk goes before an allocation took a paused one on in the region, fewer than it goes
+    // after that.
+    let n = WALK_STEPS_SHORT + 3;
+    let a = arena(ArenaConfig::default());
+    // As in the test above: a slow path first, so that what follows comes from the fast path.
+    let first = alloc(a, 16, 16);
+    free(a, first);
+    // Frees the row's last block below a live anchor; returns the anchor, the row's first
+    // block and whether the walk paused.
+    let walk = |a: &Arena| {
+        let anchor = alloc(a, 16, 16);
+        let row = row_freed_but_its_last(a, n);
+        free(a, row[n - 1]);
+        a.check_invariants().unwrap();
+        (anchor, row[0], a.walk_paused())
+    };
+    for region in 0..2 {
+        let (anchor, row_start, paused) = walk(a);
+        assert!(
+            paused,
+            "region {region}: the first walk of the region went the whole way"
+        );
+        // The allocation takes the walk on and gets the row's memory.
+        let p = alloc(a, 32, 16);
+        assert!(!a.walk_paused());
+        assert_eq!(p, row_start, "region {region}");
+        free(a, p);
+        free(a, anchor);
+        a.check_invariants().unwrap();
+        // From now on in this region the same walk goes the whole way at once.
+        let (anchor, row_start, paused) = walk(a);
+        assert_eq!(
+            paused,
+            n - 1 > WALK_STEPS,
+            "region {region}: the walk after an allocation took one on"
+        );
+        assert_eq!(alloc(a, 32, 16), row_start, "region {region}");
+        free(a, row_start);
+        free(a, anchor);
+        a.check_invariants().unwrap();
+        // The region's end: the next region walks a short way first again.
+        a.reset();
         a.check_invariants().unwrap();
     }
 }

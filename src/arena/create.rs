@@ -9,7 +9,7 @@ use core::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize};
 use super::bound::{EMPTIED_MIN, LOOK_EVERY};
 use super::counts::MAX_SLOT;
 use super::sample::{RING, SWEEP_MIN};
-use super::{Arena, ArenaConfig, OwnerCounter};
+use super::{Arena, ArenaConfig, OwnerCounter, WALK_STEPS_SHORT};
 use crate::layout::{align_up, GRANULE, GRANULE_SHIFT};
 use crate::os;
 
@@ -196,6 +196,7 @@ impl Arena {
             run_id: Cell::new(0),
             paused_at: Cell::new(0),
             paused_link: Cell::new(0),
+            walk_steps: Cell::new(WALK_STEPS_SHORT),
             cap_end: Cell::new(cap_end),
             committed_end: Cell::new(committed_end),
             used_end: Cell::new(data_start),

@@ -18,15 +18,23 @@ use crate::misuse::{self, HeapKind, Misuse};
 const PREFETCH_BELOW: usize = 256;
 
 /// How many blocks the walk down over freed blocks goes before it pauses (see
-/// `Arena::release_freed_below`): enough for the few blocks a loop of temporaries leaves freed
-/// below the one it frees last, few enough that no single free pays for a whole structure.
-/// The `check-invariants` build (the test script's) pauses after two, so that the shadow-model
-/// tests pause and take walks on all the time.
+/// `Arena::release_freed_below`) once the program showed that it allocates after such a walk:
+/// enough for the few blocks a loop of temporaries leaves freed below the one it frees last,
+/// few enough that no single free pays for a whole structure. The `check-invariants` build (the
+/// test script's) pauses after two, so that the shadow-model tests pause and take walks on all
+/// the time.
 pub const WALK_STEPS: usize = if cfg!(feature = "check-invariants") {
     2
 } else {
     32
 };
+
+/// How many blocks a walk goes before it pauses until an allocation took a paused walk on in
+/// the current outermost region (`Arena::walk_steps`): where the blocks were freed in no
+/// order and nothing is allocated before the range's last free or the region's end, which take
+/// the memory back in one step, the walk is work for nothing. (On `scripts/matrix.sh`'s random
+/// cells of 64 blocks, walks of up to 32 blocks were 4 to 9 instructions per allocation.)
+pub const WALK_STEPS_SHORT: usize = 2;
 
 /// Asks the cache for the memory [`PREFETCH_BELOW`] bytes below `hdr`: the walk down over freed
 /// blocks goes from header to header through the links, one dependent load a step, and the
@@ -435,14 +443,17 @@ impl Arena {
     }
 
     /// [`Arena::release_top`] went back to a block whose link says its owner freed the block
-    /// below it already: goes on down the links while that holds, for at most [`WALK_STEPS`]
-    /// blocks. Where freed blocks go on below that, the walk pauses at the last block it
-    /// reached (`paused_at`), and the next allocation takes it on before it bumps
-    /// ([`Arena::finish_paused_walk`]). So a free costs a bounded number of steps whatever the
-    /// order of the frees before it, and a walk whose memory the last free of the uncounted
+    /// below it already: goes on down the links while that holds, for at most `walk_steps`
+    /// blocks ([`WALK_STEPS_SHORT`], or [`WALK_STEPS`] once an allocation in this outermost
+    /// region took a paused walk on). Where freed blocks go on below that, the walk pauses at
+    /// the last block it reached (`paused_at`), and the next allocation takes it on before it
+    /// bumps ([`Arena::finish_paused_walk`]). So a free costs a bounded number of steps whatever
+    /// the order of the frees before it, and a walk whose memory the last free of the uncounted
     /// range or the region's end takes back anyway (a tree dropped from its leaves, a parsed
-    /// document dropped at the end of a request) is never made; a program that allocates again
-    /// gets the memory back all the same.
+    /// document or a map dropped at the end of a request) is never made; a program that
+    /// allocates again gets the memory back all the same, and a loop that frees its
+    /// temporaries in order below a live block pays the paused walk's slow allocation once in
+    /// the region, not once a turn.
     ///
     /// # Safety
     /// Owner thread; `link` is the link of the block at `freed` that its owner just freed (now
@@ -455,7 +466,7 @@ impl Arena {
             self.bad_link(freed, link);
         }
         // SAFETY: forwarded obligations.
-        unsafe { self.walk_down(link, WALK_STEPS) };
+        unsafe { self.walk_down(link, self.walk_steps.get()) };
     }
 
     /// Takes a paused walk down over freed blocks on to its end (see
@@ -470,6 +481,8 @@ impl Arena {
         debug_assert_eq!(at, self.top.get());
         let link = self.paused_link.get();
         self.forget_pause();
+        // The program allocates after walks: they are worth making at once from now on.
+        self.walk_steps.set(WALK_STEPS);
         // SAFETY: the pause's invariant: `link` is a header of the current run, below `top`,
         // whose owner freed it, with only freed blocks and padding up to `top`.
         unsafe { self.walk_down(link, usize::MAX) };

@@ -97,7 +97,7 @@ pub use crate::layout::{
 };
 pub use checkpoint::MAX_CHECKPOINTS;
 pub use counts::MAX_SLOT;
-pub use free::WALK_STEPS;
+pub use free::{WALK_STEPS, WALK_STEPS_SHORT};
 pub use header::{TAG_BITS, TAG_FREED, TAG_GAP, TAG_LIVE};
 pub use observe::ArenaStats;
 pub use orphan::WARM_BYTES;
@@ -290,6 +290,10 @@ pub struct Arena {
     /// padding. Any other move of the bump pointer forgets it ([`Arena::forget_below_top`]).
     paused_at: Cell<usize>,
     paused_link: Cell<usize>,
+    /// How many blocks a walk down over freed blocks goes before it pauses: `WALK_STEPS_SHORT`
+    /// from each outermost region's start, `WALK_STEPS` once an allocation took a paused walk
+    /// on (see `release_freed_below`).
+    walk_steps: Cell<usize>,
     cap_end: Cell<usize>,
     committed_end: Cell<usize>,
     /// Highest `run_end` ever: granules past it were never used.

@@ -4,7 +4,7 @@
 use core::sync::atomic::Ordering;
 
 use super::create::HUGE_PAGE_CAPACITY;
-use super::Arena;
+use super::{Arena, WALK_STEPS_SHORT};
 use crate::footprint;
 use crate::layout::{align_up, GRANULE, GRANULE_SHIFT};
 use crate::os;
@@ -67,6 +67,8 @@ impl Arena {
     /// frees them after the end), may leave them uncounted: see [`Arena::carry_reset`].
     #[inline]
     pub fn reset(&self) {
+        // The next region shows again whether it allocates after its walks.
+        self.walk_steps.set(WALK_STEPS_SHORT);
         if self.live_uncounted.get() != 0 && self.carry_reset() {
             return;
         }
