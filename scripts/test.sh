@@ -8,6 +8,17 @@ cargo build --workspace --all-targets
 # The core crate once more with the full arena walk after every operation.
 cargo test -p resizealloc --features check-invariants --tests
 cargo test --workspace
+# The Rust matrix (examples/workloads/matrix.rs) runs through under every heap of
+# scripts/matrix_rust.sh and prints its cells: all 27 under the floors and bumpalo, five under
+# the library (its debug build checks the arena after every free, which is slow on 10,000
+# blocks).
+for a in system mimalloc ideal sound bumpalo resize resize_mimalloc; do
+    cells=()
+    [[ $a == resize* ]] && cells=(--only random/s128/64,none/big/64,tree/s48/1023,grow/string/256,grow/mixed/64)
+    n=$(target/debug/examples/workloads_$a --matrix --quick "${cells[@]}" | grep -c '^RESULT ')
+    want=27; [[ $a == resize* ]] && want=5
+    [[ $n == "$want" ]] || { echo "workloads_$a --matrix printed $n cells, not $want"; exit 1; }
+done
 # libresizealloc.so's tests once more, with the library built with check-invariants (in its
 # own target directory, so that the builds do not undo each other): the arena walk runs after
 # every operation of its Rust paths, and the assembly paths of malloc and free

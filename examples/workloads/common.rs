@@ -12,7 +12,11 @@
 //!
 //! Usage: `workloads_<alloc> [--quick] [--threads N] [--only W,...]`; prints
 //! `RESULT <workload>/<threads>t <ns per request>` (with N threads, each runs its own requests;
-//! the figure is their mean).
+//! the figure is their mean). With `--matrix`, the binary runs the region matrix instead (one
+//! thread; `matrix.rs`).
+
+#[path = "matrix.rs"]
+pub mod matrix;
 
 use std::collections::HashMap;
 use std::fmt::Write;
@@ -186,20 +190,40 @@ fn records_step(csv: &str) -> usize {
             .sum::<usize>()
 }
 
-pub fn main<R: Region>() {
+/// The command line.
+pub struct Args {
+    pub quick: bool,
+    pub threads: usize,
+    pub only: Option<String>,
+    pub matrix: bool,
+}
+
+pub fn args() -> Args {
     let args: Vec<String> = std::env::args().collect();
-    let quick = args.iter().any(|a| a == "--quick");
-    let threads: usize = args
-        .iter()
-        .position(|a| a == "--threads")
-        .and_then(|i| args.get(i + 1))
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(1);
-    let only = args
-        .iter()
-        .position(|a| a == "--only")
-        .and_then(|i| args.get(i + 1))
-        .cloned();
+    let value = |name: &str| {
+        args.iter()
+            .position(|a| a == name)
+            .and_then(|i| args.get(i + 1))
+            .cloned()
+    };
+    Args {
+        quick: args.iter().any(|a| a == "--quick"),
+        threads: value("--threads").and_then(|s| s.parse().ok()).unwrap_or(1),
+        only: value("--only"),
+        matrix: args.iter().any(|a| a == "--matrix"),
+    }
+}
+
+pub fn main<R: Region>() {
+    let Args {
+        quick,
+        threads,
+        only,
+        matrix,
+    } = args();
+    if matrix {
+        return matrix::main::<matrix::Global<R>>(quick, only);
+    }
     let doc = json_document();
     let text = text_document();
     let csv = csv_document();
