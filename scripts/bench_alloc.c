@@ -220,8 +220,11 @@ static double run_copy(long regions) {
 }
 
 /* ---- f: bumper regions on N threads ---- */
+/* One thread's arguments and results, a cache line each: the threads write theirs while the
+ * others run, and two on one line would time the line's moves between cores (the workload's
+ * own false sharing), not the allocator. */
 typedef struct {
-    long regions;
+    _Alignas(64) long regions;
     pthread_barrier_t *bar;
     double t0, t1;
     uint64_t acc;
@@ -229,11 +232,13 @@ typedef struct {
 
 static void *thr_main(void *vp) {
     thr_arg *a = vp;
-    for (int w = 0; w < 20; w++) { rbegin(); a->acc += bumper_body(); rend(); } /* warm-up */
+    uint64_t acc = 0;
+    for (int w = 0; w < 20; w++) { rbegin(); acc += bumper_body(); rend(); } /* warm-up */
     pthread_barrier_wait(a->bar);
     a->t0 = now_ns();
-    for (long r = 0; r < a->regions; r++) { rbegin(); a->acc += bumper_body(); rend(); }
+    for (long r = 0; r < a->regions; r++) { rbegin(); acc += bumper_body(); rend(); }
     a->t1 = now_ns();
+    a->acc = acc;
     return NULL;
 }
 
