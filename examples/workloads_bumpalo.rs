@@ -13,7 +13,7 @@ use std::cell::Cell;
 
 use bumpalo::collections::{String as BumpString, Vec as BumpVec};
 use bumpalo::Bump;
-use common::matrix::Heap;
+use common::matrix::{self, Heap};
 
 thread_local! {
     /// The thread's arena, made at its first use and never freed.
@@ -50,47 +50,17 @@ impl Heap for BumpHeap {
     }
     unsafe fn free(_: *mut u8, _: Layout) {}
     fn grow_vec() -> (usize, usize) {
-        let mut v = BumpVec::with_capacity_in(16, arena());
-        v.extend_from_slice(&[1u8; 16]);
-        let mut steps = 0;
-        while v.len() < 65536 {
-            let n = v.len();
-            v.resize(2 * n, 2);
-            steps += 1;
-        }
-        (steps, v[v.len() - 1] as usize + v.capacity())
+        matrix::grow_vec(BumpVec::with_capacity_in(16, arena()))
     }
     fn grow_string() -> (usize, usize) {
-        let mut s = BumpString::with_capacity_in(16, arena());
-        s.push_str("0123456789abcdef");
-        let mut steps = 0;
-        while s.len() < 4096 {
-            s.reserve_exact(16);
-            s.push_str("fedcba9876543210");
-            steps += 1;
-        }
-        (steps, s.len() + s.as_bytes()[100] as usize)
+        matrix::grow_string(BumpString::with_capacity_in(16, arena()))
     }
     fn grow_mixed() -> (usize, usize) {
-        let b = arena();
-        let mut bufs: Vec<BumpVec<u8>> = (0..64)
-            .map(|_| {
-                let mut v = BumpVec::with_capacity_in(16, b);
-                v.extend_from_slice(&[4u8; 16]);
-                v
-            })
-            .collect();
-        let mut steps = 0;
-        for _ in 0..31 {
-            for v in bufs.iter_mut() {
-                v.reserve_exact(16);
-                v.extend_from_slice(&[5; 16]);
-                steps += 1;
-            }
-        }
-        (steps, bufs.iter().map(|v| v[v.len() - 1] as usize).sum())
+        matrix::grow_mixed(|| BumpVec::with_capacity_in(16, arena()))
     }
 }
+
+impl_bytes_and_text!(BumpVec<'_, u8>, BumpString<'_>);
 
 fn main() {
     let args = common::args();

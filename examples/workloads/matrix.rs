@@ -56,40 +56,125 @@ impl<R: super::Region> Heap for Global<R> {
         unsafe { std::alloc::dealloc(p, l) }
     }
     fn grow_vec() -> (usize, usize) {
-        let mut v: Vec<u8> = Vec::with_capacity(16);
-        v.extend_from_slice(&[1; 16]);
-        let mut steps = 0;
-        while v.len() < 65536 {
-            // Doubles the length: a push past the capacity, which doubles it.
-            let n = v.len();
-            v.resize(2 * n, 2);
-            steps += 1;
-        }
-        (steps, v[v.len() - 1] as usize + v.capacity())
+        grow_vec(Vec::with_capacity(16))
     }
     fn grow_string() -> (usize, usize) {
-        let mut s = String::with_capacity(16);
-        s.push_str("0123456789abcdef");
-        let mut steps = 0;
-        while s.len() < 4096 {
-            s.reserve_exact(16);
-            s.push_str("fedcba9876543210");
-            steps += 1;
-        }
-        (steps, s.len() + s.as_bytes()[100] as usize)
+        grow_string(String::with_capacity(16))
     }
     fn grow_mixed() -> (usize, usize) {
-        let mut bufs: Vec<Vec<u8>> = (0..64).map(|_| vec![4u8; 16]).collect();
-        let mut steps = 0;
-        for _ in 0..31 {
-            for b in bufs.iter_mut() {
-                b.reserve_exact(16);
-                b.extend_from_slice(&[5; 16]);
-                steps += 1;
+        grow_mixed(|| Vec::with_capacity(16))
+    }
+}
+
+/// A growable byte buffer: `std`'s `Vec<u8>`, or an arena's.
+pub trait Bytes {
+    fn len(&self) -> usize;
+    fn capacity(&self) -> usize;
+    fn resize(&mut self, n: usize, value: u8);
+    fn reserve_exact(&mut self, n: usize);
+    fn extend_from_slice(&mut self, s: &[u8]);
+    fn last_byte(&self) -> u8;
+}
+
+/// A growable string: `std`'s `String`, or an arena's.
+pub trait Text {
+    fn len(&self) -> usize;
+    fn reserve_exact(&mut self, n: usize);
+    fn push_str(&mut self, s: &str);
+    fn byte(&self, i: usize) -> u8;
+}
+
+/// Implements [`Bytes`] for `$bytes` and [`Text`] for `$text`, types whose inherent methods
+/// have the names of `Vec<u8>`'s and `String`'s.
+#[macro_export]
+macro_rules! impl_bytes_and_text {
+    ($bytes:ty, $text:ty) => {
+        impl $crate::common::matrix::Bytes for $bytes {
+            fn len(&self) -> usize {
+                self.len()
+            }
+            fn capacity(&self) -> usize {
+                self.capacity()
+            }
+            fn resize(&mut self, n: usize, value: u8) {
+                self.resize(n, value)
+            }
+            fn reserve_exact(&mut self, n: usize) {
+                self.reserve_exact(n)
+            }
+            fn extend_from_slice(&mut self, s: &[u8]) {
+                self.extend_from_slice(s)
+            }
+            fn last_byte(&self) -> u8 {
+                self[self.len() - 1]
             }
         }
-        (steps, bufs.iter().map(|b| b[b.len() - 1] as usize).sum())
+
+        impl $crate::common::matrix::Text for $text {
+            fn len(&self) -> usize {
+                self.len()
+            }
+            fn reserve_exact(&mut self, n: usize) {
+                self.reserve_exact(n)
+            }
+            fn push_str(&mut self, s: &str) {
+                self.push_str(s)
+            }
+            fn byte(&self, i: usize) -> u8 {
+                self.as_bytes()[i]
+            }
+        }
+    };
+}
+
+impl_bytes_and_text!(Vec<u8>, String);
+
+/// `grow/vec/13` on `v`, an empty buffer of 16 bytes' capacity: filled, then doubled by
+/// `resize` (a push past the capacity, which doubles it) to 64 KiB. Returns the growth steps and
+/// a checksum.
+pub fn grow_vec(mut v: impl Bytes) -> (usize, usize) {
+    v.extend_from_slice(&[1; 16]);
+    let mut steps = 0;
+    while v.len() < 65536 {
+        let n = v.len();
+        v.resize(2 * n, 2);
+        steps += 1;
     }
+    (steps, v.last_byte() as usize + v.capacity())
+}
+
+/// `grow/string/256` on `s`, an empty string of 16 bytes' capacity: grown 16 bytes at a time
+/// through `reserve_exact` to 4 KiB (a realloc chain).
+pub fn grow_string(mut s: impl Text) -> (usize, usize) {
+    s.push_str("0123456789abcdef");
+    let mut steps = 0;
+    while s.len() < 4096 {
+        s.reserve_exact(16);
+        s.push_str("fedcba9876543210");
+        steps += 1;
+    }
+    (steps, s.len() + s.byte(100) as usize)
+}
+
+/// `grow/mixed/64`: 64 buffers from `new` (empty, 16 bytes' capacity) grown 16 bytes at a time
+/// in turn, to 512 bytes each.
+pub fn grow_mixed<B: Bytes>(new: impl Fn() -> B) -> (usize, usize) {
+    let mut bufs: Vec<B> = (0..64)
+        .map(|_| {
+            let mut b = new();
+            b.extend_from_slice(&[4; 16]);
+            b
+        })
+        .collect();
+    let mut steps = 0;
+    for _ in 0..31 {
+        for b in bufs.iter_mut() {
+            b.reserve_exact(16);
+            b.extend_from_slice(&[5; 16]);
+            steps += 1;
+        }
+    }
+    (steps, bufs.iter().map(|b| b.last_byte() as usize).sum())
 }
 
 /// xorshift64, as `scripts/matrix.c`'s `xs`.
