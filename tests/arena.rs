@@ -189,6 +189,48 @@ fn blocks_of_a_page_or_more_start_on_a_cache_line_so_copies_between_them_stay_fa
 }
 
 #[test]
+fn the_padding_in_front_of_a_line_aligned_block_is_stepped_over_when_the_range_is_counted() {
+    // The padding in front of a block of a page or more carries a gap header whose end follows
+    // from where it stands. Counting the uncounted range walks over it to the block, and on to
+    // the one after: the live bytes are the blocks' own, whatever the size of the block before
+    // (from 16 to 64 bytes, at least one leaves padding).
+    let a = arena(ArenaConfig {
+        initial_capacity: 1 << 20,
+        ..Default::default()
+    });
+    let mut gaps = 0;
+    for small in (16..=64).step_by(16) {
+        let s = alloc(a, small, 16);
+        let b = alloc(a, 8192, 16);
+        let t = alloc(a, 24, 16);
+        let s_end = (s as usize + small).next_multiple_of(MIN_ALIGN);
+        if b as usize - HEADER != s_end {
+            gaps += 1;
+        }
+        a.count_pending();
+        a.check_invariants().unwrap();
+        let want: usize = [small, 8192, 24]
+            .iter()
+            .map(|&n| HEADER + n.next_multiple_of(MIN_ALIGN))
+            .sum();
+        assert_eq!(
+            a.live_bytes(),
+            want as u64,
+            "a block of {small} bytes before"
+        );
+        for p in [s, t, b] {
+            free(a, p);
+        }
+        assert_eq!(a.live_bytes(), 0);
+        a.reset();
+    }
+    assert!(
+        gaps > 0,
+        "no layout had padding in front of the line-aligned block"
+    );
+}
+
+#[test]
 fn overflow_past_the_slot_spills_and_counts_in_the_high_water() {
     let a = arena(ArenaConfig::default());
     let first = alloc(a, 40 << 20, 16);

@@ -147,17 +147,14 @@ mod alloc_free {
                     "cmp r8, qword ptr [rdx + {limit}]",
                     "ja {slow}",
                     // rsi = the header. Padding `[top, header)` in front of it gets a gap
-                    // header, so that a walk of the uncounted range steps over it: written at
+                    // header, so that a walk of the uncounted range steps over it: the line
+                    // gap, whose end follows from where it stands (the header). Written at
                     // `top` whether or not there is padding (without, the block's header below
                     // overwrites it), since whether there is depends on the sizes before, and a
                     // branch on it mispredicted where blocks of a page or more mix with smaller
                     // ones.
                     "lea rsi, [rax - {header}]",
-                    "mov r9, rsi",
-                    "sub r9, rcx",
-                    "shl r9, {tag_shift}",
-                    "or r9, {tag_gap}",
-                    "mov qword ptr [rcx], r9",
+                    "mov qword ptr [rcx], {line_gap}",
                     // `bump` again, for a header in rsi.
                     "mov qword ptr [rdx + {top}], r8",
                     "shl rdi, {tag_shift}",
@@ -215,7 +212,7 @@ mod alloc_free {
                     link = const asm_layout::LINK,
                     tag_shift = const arena::TAG_BITS,
                     tag_live = const arena::TAG_LIVE,
-                    tag_gap = const arena::TAG_GAP,
+                    line_gap = const arena::LINE_GAP,
                     // `(size - 1) >> max_slot_shift != 0`: 0 bytes, or more than an arena holds.
                     max_slot_shift = const arena::MAX_SLOT.trailing_zeros(),
                     // The first cache line with room for the header in front (`block_align`).

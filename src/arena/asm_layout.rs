@@ -58,4 +58,15 @@ const _: () = {
     assert!(LOOK_SOON_BYTES < 1 << 31);
     // `-MIN_ALIGN` and `-LINE` as masks.
     assert!(MIN_ALIGN.is_power_of_two() && LINE.is_power_of_two());
+    // `malloc` stores the line gap as a 32-bit immediate, and puts the header of a block aligned
+    // to a line where the gap says it is: at the first line start with room for the header in
+    // front, less the header (its `line_rounding` and mask), from each position `top` may hold.
+    assert!(super::LINE_GAP < 1 << 31);
+    let mut top = 0;
+    while top < 2 * LINE {
+        assert!(
+            super::header::line_gap_end(top) == ((top + HEADER + LINE - 1) & !(LINE - 1)) - HEADER
+        );
+        top += MIN_ALIGN;
+    }
 };

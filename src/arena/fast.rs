@@ -5,9 +5,11 @@
 use core::ptr;
 
 use super::counts::MAX_SLOT;
-use super::header::{header_word, TAG_GAP, TAG_LIVE};
+use super::header::{header_word, LINE_GAP, TAG_GAP, TAG_LIVE};
 use super::Arena;
-use crate::layout::{align_up, block_align, is_small_request, HEADER, LINE_ALIGN_FROM, MIN_ALIGN};
+use crate::layout::{
+    align_up, block_align, is_small_request, HEADER, LINE, LINE_ALIGN_FROM, MIN_ALIGN,
+};
 
 impl Arena {
     /// Allocates `size` bytes aligned to `align` (a power of two). Null means "not served here":
@@ -109,9 +111,15 @@ impl Arena {
         let hdr = p - HEADER;
         if hdr != top {
             // Alignment padding: a walk of the uncounted range must be able to step over it.
+            // At a cache line's alignment, `hdr` is `line_gap_end(top)`: the constant word.
+            let gap = if align == LINE {
+                LINE_GAP
+            } else {
+                header_word(hdr - top, TAG_GAP)
+            };
             // SAFETY: `[top, hdr)` is at least 16 bytes of the checked run ahead of the bump
             // pointer.
-            unsafe { (top as *mut usize).write(header_word(hdr - top, TAG_GAP)) };
+            unsafe { (top as *mut usize).write(gap) };
         }
         // SAFETY: `[hdr, new_top)` lies in `[top, limit)`, checked above.
         unsafe { self.bump(p, size, new_top) }

@@ -7,7 +7,7 @@ use core::sync::atomic::{AtomicUsize, Ordering};
 
 use super::free::bad_free;
 use super::Arena;
-use crate::layout::{align_up, HEADER, MIN_ALIGN};
+use crate::layout::{align_up, HEADER, LINE, MIN_ALIGN};
 use crate::misuse::Misuse;
 
 /// Header word layout: state tag in the low 16 bits, size above (`size << TAG_BITS | tag`), so
@@ -29,8 +29,15 @@ pub const TAG_FREED: usize = 0xF4EE;
 /// A block another thread freed. Its units may be on the remote counts already, so a walk of
 /// the uncounted range counts it like a live one (see `uncounted`).
 pub(super) const TAG_FREED_REMOTE: usize = 0xF4EF;
-/// Not a block: alignment padding of `size` bytes in the uncounted range, which a walk skips.
+/// Not a block: alignment padding in the uncounted range, which a walk skips: `size` bytes of
+/// it, or, for a size of 0, padding up to a header whose block starts on a cache line
+/// ([`LINE_GAP`]).
 pub const TAG_GAP: usize = 0x6A90;
+/// The gap header in front of a block aligned to a cache line (`block_align`'s alignment for
+/// blocks of a page or more): its end follows from where it stands (`line_gap_end`), so an
+/// allocation writes a constant, where the padding's size took four more instructions to put
+/// in the word.
+pub const LINE_GAP: usize = header_word(0, TAG_GAP);
 const _: () = {
     // `owner_freed` tells `TAG_FREED` by its low byte alone: no other tag, and no multiple of
     // 16 (the value of `limit`, the word at `no_link`), may share it.
@@ -67,6 +74,15 @@ pub(super) fn bad_header(p: usize, word: usize) -> ! {
         bad_free(Misuse::Freed, p, Some(word_size(word)))
     }
     bad_free(Misuse::NotABlock, p, None)
+}
+
+/// Where the padding marked by a [`LINE_GAP`] header at `at` ends: at the first header past
+/// `at` whose block starts on a cache line, which is where the allocation put its block. `at`
+/// itself when none was needed, as for a gap header that no well-formed range holds (the
+/// block's header overwrote it).
+#[inline(always)]
+pub(super) const fn line_gap_end(at: usize) -> usize {
+    align_up(at + HEADER, LINE) - HEADER
 }
 
 /// The header word of a block of `size` bytes in state `tag`.

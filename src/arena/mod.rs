@@ -98,7 +98,7 @@ pub use crate::layout::{
 pub use checkpoint::MAX_CHECKPOINTS;
 pub use counts::MAX_SLOT;
 pub use free::{WALK_STEPS, WALK_STEPS_SHORT};
-pub use header::{TAG_BITS, TAG_FREED, TAG_GAP, TAG_LIVE};
+pub use header::{LINE_GAP, TAG_BITS, TAG_FREED, TAG_GAP, TAG_LIVE};
 pub use observe::ArenaStats;
 pub use orphan::WARM_BYTES;
 pub use predict::{bytes_sent_to_next, Predicted};

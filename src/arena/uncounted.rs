@@ -5,7 +5,7 @@
 use core::sync::atomic::{AtomicUsize, Ordering};
 
 use super::header::{
-    word_size, word_tag, TAG_FREED, TAG_FREED_REMOTE, TAG_GAP, TAG_LIVE, TAG_SAMPLED,
+    line_gap_end, word_size, word_tag, TAG_FREED, TAG_FREED_REMOTE, TAG_GAP, TAG_LIVE, TAG_SAMPLED,
 };
 use super::Arena;
 use crate::layout::{align_up, GRANULE, HEADER, MIN_ALIGN};
@@ -89,7 +89,7 @@ impl Arena {
     /// Walks `[from, to)`, a part of the uncounted range starting at a header (or `to`), header
     /// to header, stepping over gap headers: calls `f(header, end, tag)` for every block, `end`
     /// being the end of its bytes. Returns where the walk stopped: `to`, unless a gap header
-    /// reads as empty (a range that is not well formed; the checks report it).
+    /// ends where it stands (a range that is not well formed; the checks report it).
     #[inline(always)]
     pub(super) fn walk_uncounted(
         &self,
@@ -103,10 +103,14 @@ impl Arena {
             // thread may be freeing that block (it writes the tag atomically, with Release).
             let word = unsafe { (*(a as *const AtomicUsize)).load(Ordering::Acquire) };
             if word_tag(word) == TAG_GAP {
-                if word_size(word) == 0 {
+                let end = match word_size(word) {
+                    0 => line_gap_end(a),
+                    size => a + size,
+                };
+                if end <= a {
                     break;
                 }
-                a += word_size(word);
+                a = end;
                 continue;
             }
             let end = a + HEADER + word_size(word);
