@@ -35,8 +35,8 @@ pub(super) const TAG_FREED_REMOTE: usize = 0xF4EF;
 pub const TAG_GAP: usize = 0x6A90;
 /// The gap header in front of a block aligned to a cache line (`block_align`'s alignment for
 /// blocks of a page or more): its end follows from where it stands (`line_gap_end`), so an
-/// allocation writes a constant, where the padding's size took four more instructions to put
-/// in the word.
+/// allocation writes a constant (putting the padding's size in the word takes four more
+/// instructions).
 pub const LINE_GAP: usize = header_word(0, TAG_GAP);
 const _: () = {
     // `owner_freed` tells `TAG_FREED` by its low byte alone: no other tag, and no multiple of
