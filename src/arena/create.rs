@@ -210,6 +210,8 @@ impl Arena {
             recycle: cfg.recycle,
             bounded,
             lap_progress: Cell::new(0),
+            allocs_at_count: Cell::new(0),
+            lap_check: Cell::new(usize::MAX),
             lap_hint: Cell::new(0),
             remote_at_hint: Cell::new(0),
             checkpoints: Default::default(),

@@ -203,6 +203,7 @@ impl Arena {
         }
         self.note_release(self.top.get() - unc);
         self.top.set(unc);
+        self.allocs_at_count.set(self.region_allocs.get());
         self.forget_below_top();
     }
 

@@ -99,6 +99,7 @@ pub use checkpoint::MAX_CHECKPOINTS;
 pub use counts::MAX_SLOT;
 pub use free::{WALK_STEPS, WALK_STEPS_SHORT};
 pub use header::{LINE_GAP, TAG_BITS, TAG_FREED, TAG_GAP, TAG_LIVE};
+pub use lap::LAP_EARLY_SPAN;
 pub use observe::ArenaStats;
 pub use orphan::WARM_BYTES;
 pub use predict::{bytes_sent_to_next, Predicted};
@@ -313,6 +314,15 @@ pub struct Arena {
     bounded: bool,
     /// Process mode: bytes of runs used since the bump pointer last wrapped.
     lap_progress: Cell<usize>,
+    /// `region_allocs` when the uncounted range was last counted or a run began: the blocks
+    /// handed out into the range since, against `live_uncounted`, say how much of it is dead
+    /// (see `Arena::churned_behind`).
+    allocs_at_count: Cell<u64>,
+    /// Where the fast paths stop once in a region that kept a long run from the last one, so
+    /// that the slow path looks whether the run churned through dead blocks and should lap
+    /// (`Arena::look_at_churn`); `usize::MAX` when there is nothing to look at. Invariant:
+    /// `limit <= lap_check`.
+    lap_check: Cell<usize>,
     /// Where the last lap found its first free granule: every granule from `data_start` up to
     /// it was pinned then (0: no hint). Laps start there while no free below it and no remote
     /// free happened since (`remote_at_hint`), instead of walking the same pins again: a

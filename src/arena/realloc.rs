@@ -77,11 +77,25 @@ impl Arena {
         // within the run as `realloc`'s fast path does. (Counting the range here counted a
         // parsed document's every block at each growth of its output buffer, and made their
         // frees counted ones.)
-        if self.in_uncounted(hdr as usize)
+        if self.in_uncounted(hdr as usize) {
             // SAFETY: a live block of this arena, on the owner thread; `new_size >= 1`.
-            && unsafe { self.try_resize_last(p as *mut u8, new_size) }
-        {
-            return true;
+            if unsafe { self.try_resize_last(p as *mut u8, new_size) } {
+                return true;
+            }
+            // Past the run's end: the run grows over resident free granules without counting,
+            // as an allocation's does (`alloc_past_run_end`), and the block grows there. (A
+            // run that ended under a growing output buffer counted the whole range, and every
+            // free of the request's document was a counted one.)
+            let new_top = align_up(p + new_size, MIN_ALIGN);
+            if new_size <= MAX_SLOT
+                && self.is_last_live_uncounted(hdr as usize)
+                && new_top > self.run_end.get()
+                && self.extend_over_resident(new_top)
+                // SAFETY: as above.
+                && unsafe { self.try_resize_last(p as *mut u8, new_size) }
+            {
+                return true;
+            }
         }
         // A block that grows stays only as the last one of the run, which it is not unless it
         // ends at `top` (counting the range moves nothing): any other one moves, and the range

@@ -4,7 +4,7 @@
 use core::sync::atomic::Ordering;
 
 use super::create::HUGE_PAGE_CAPACITY;
-use super::{Arena, WALK_STEPS_SHORT};
+use super::{Arena, LAP_EARLY_SPAN, WALK_STEPS_SHORT};
 use crate::footprint;
 use crate::layout::{align_up, GRANULE, GRANULE_SHIFT};
 use crate::os;
@@ -176,12 +176,20 @@ impl Arena {
             // committed tail, never below a live granule, so never below resume's granule).
             self.top.set(resume);
             self.uncounted.set(resume); // the caller flushed
+            self.allocs_at_count.set(self.region_allocs.get());
             let mut run_end = self.run_end.get().min(self.committed_end.get());
             if shrunk {
                 run_end = run_end.min(self.cap_end.get());
             }
             let run_end = run_end.max(align_up(resume, GRANULE));
             self.run_end.set(run_end);
+            // A run this long is walked without a slow path: the fast paths stop once on the
+            // way, so that a region that churns through it can lap (`look_at_churn`), a
+            // granule past where the range it makes spans `LAP_EARLY_SPAN` (the block that
+            // stops there starts below the stop).
+            let check = resume + LAP_EARLY_SPAN + GRANULE;
+            self.lap_check
+                .set(if run_end > check { check } else { usize::MAX });
             self.update_limit();
             // The highest top of the run is forgotten below: what lies under it may have been
             // written, so it is not known to be zero any more.
@@ -194,6 +202,8 @@ impl Arena {
             self.run_end.set(resume);
             self.top.set(resume);
             self.uncounted.set(resume);
+            self.allocs_at_count.set(self.region_allocs.get());
+            self.lap_check.set(usize::MAX);
             self.zero_from.set(resume);
             self.update_limit();
         }

@@ -171,6 +171,8 @@ impl Arena {
         self.top.set(at);
         self.forget_below_top();
         self.uncounted.set(at);
+        self.allocs_at_count.set(self.region_allocs.get());
+        self.lap_check.set(usize::MAX);
         self.zero_from.set(at);
         self.update_limit();
     }
@@ -223,15 +225,18 @@ impl Arena {
     }
 
     /// What `limit` must be: the run up to the capacity (or the whole run while the region
-    /// overflows), or 0 when the user set size bounds or a walk down over freed blocks paused
-    /// (the slow path takes it on first).
+    /// overflows) and up to `lap_check`, or 0 when the user set size bounds or a walk down over
+    /// freed blocks paused (the slow path takes it on first).
     pub(super) fn fast_limit(&self) -> usize {
         if self.bounded || self.paused_at.get() != 0 {
             0
         } else if self.overflowing.load(Ordering::Relaxed) {
-            self.run_end.get()
+            self.run_end.get().min(self.lap_check.get())
         } else {
-            self.run_end.get().min(self.cap_end.get())
+            self.run_end
+                .get()
+                .min(self.cap_end.get())
+                .min(self.lap_check.get())
         }
     }
 

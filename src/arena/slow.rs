@@ -40,9 +40,19 @@ impl Arena {
                 return p;
             }
         }
-        let p = self.alloc_past_run_end(size, requested_align, align);
-        if !p.is_null() {
-            return p;
+        if self.look_at_churn() {
+            // SAFETY: as above.
+            let p = unsafe { self.try_alloc_fast(size, requested_align) };
+            if !p.is_null() {
+                return p;
+            }
+        }
+        // A run that looks churned through dead blocks is counted first, and may lap (below).
+        if !self.churned_behind() {
+            let p = self.alloc_past_run_end(size, requested_align, align);
+            if !p.is_null() {
+                return p;
+            }
         }
         self.flush_uncounted();
         self.pending_bytes.set(size + HEADER);
@@ -72,6 +82,13 @@ impl Arena {
             {
                 // A region about to outgrow its capacity laps first: what its dead temporaries
                 // left may hold the block, and then the work fits the capacity it planned.
+                continue;
+            }
+            if !self.overflowing.load(Ordering::Relaxed)
+                && self.run_mostly_dead()
+                && self.lap_once_if(&mut wrapped, true)
+            {
+                // The memory behind is mostly dead: reused while it is still in the caches.
                 continue;
             }
             if new_top <= self.run_end.get() {

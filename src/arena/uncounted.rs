@@ -62,6 +62,7 @@ impl Arena {
         // Closed first: what the walk may trigger (a look at the bound) flushes again.
         self.uncounted.set(top);
         self.live_uncounted.set(0);
+        self.allocs_at_count.set(self.region_allocs.get());
         self.carried.set(false);
         let freed = self.uncounted_freed.get() + self.count_range(unc, top);
         if freed >= GRANULE {
