@@ -89,7 +89,6 @@ impl Arena {
             let new_top = align_up(p + new_size, MIN_ALIGN);
             if new_size <= MAX_SLOT
                 && self.is_last_live_uncounted(hdr as usize)
-                && new_top > self.run_end.get()
                 && self.extend_over_resident(new_top)
                 // SAFETY: as above.
                 && unsafe { self.try_resize_last(p as *mut u8, new_size) }

@@ -176,7 +176,6 @@ impl Arena {
             // committed tail, never below a live granule, so never below resume's granule).
             self.top.set(resume);
             self.uncounted.set(resume); // the caller flushed
-            self.allocs_at_count.set(self.region_allocs.get());
             let mut run_end = self.run_end.get().min(self.committed_end.get());
             if shrunk {
                 run_end = run_end.min(self.cap_end.get());
@@ -202,11 +201,11 @@ impl Arena {
             self.run_end.set(resume);
             self.top.set(resume);
             self.uncounted.set(resume);
-            self.allocs_at_count.set(self.region_allocs.get());
             self.lap_check.set(usize::MAX);
             self.zero_from.set(resume);
             self.update_limit();
         }
+        self.allocs_at_count.set(self.region_allocs.get());
         self.forget_below_top();
         self.origin.set(resume);
         self.peak_top.set(resume);
