@@ -4,12 +4,15 @@
 //! A malloc wrapper preloaded after this library (a shim that counts, logs or checks) is the
 //! library's next allocator, and such wrappers often hand each call on to glibc's own names:
 //! `__libc_malloc`, `__libc_free`, and so on. The library exports those names too (so that a
-//! block from one name can be freed by any other), and the first definition wins: the
-//! wrapper's `__libc_malloc` came back into the library, which handed it to its next
-//! allocator, the wrapper, again, and every process recursed until its stack ran out. The
-//! `__libc_*` exports therefore ask [`called_from_next`] first: a call from an object after
-//! the library is the next allocator's own call to glibc, and goes to the `__libc_*` that the
-//! library itself found next (glibc's), never back into the library.
+//! block from one name can be freed by any other), and the first definition wins, so the
+//! wrapper's `__libc_malloc` comes back into the library. When the library itself called the
+//! wrapper, the thread is marked as inside the next allocator (`real.rs`), and that mark sends
+//! the call on to glibc. This file covers the rest: a wrapper that calls glibc's names on its
+//! own account (from its constructor, its own threads, a helper the program calls). A call whose
+//! return address lies in an object after the library goes to the `__libc_*` that the library
+//! itself found next (glibc's), never back into the library. A return address alone cannot
+//! tell a tail call (a jump, which leaves the caller's caller's address) from the library's own
+//! call, which is why the mark comes first.
 //!
 //! The objects are those `dl_iterate_phdr` lists after this library when the first `__libc_*`
 //! call with a caller arrives (preloaded objects come in their `LD_PRELOAD` order, then the

@@ -35,17 +35,28 @@ use crate::real::{
 
 // ------------------------------------------------------------------------------ __libc_*
 //
-// Each takes its caller: a call from an object after the library (the next allocator, say a
-// wrapper that hands its calls on to glibc's names) goes to glibc's `__libc_*` at once, never
-// back into the library (see `chain.rs`); any other caller gets the library's own function.
+// A call made while the thread is inside the next allocator (a wrapper after the library that
+// hands its calls on to glibc's names, however it reaches them: see `real.rs`) goes to glibc's
+// `__libc_*` at once, never back into the library; so does one whose caller lies in an object
+// after the library (the wrapper calling glibc's names on its own account: see `chain.rs`). Any
+// other call gets the library's own function. This cannot loop: a call from the library to the
+// next allocator is either guarded, so that a `__libc_*` call under it goes to glibc, or goes to
+// glibc's own function, which calls no exported name back.
 
 entry::with_site! {
     /// `__libc_malloc`: `malloc`, or glibc's for the next allocator.
     fn __libc_malloc(size: usize) => libc_malloc_at, "rsi"
 }
 
+/// True when a `__libc_*` call comes from the next allocator: the thread is inside it, or the
+/// caller's return address lies after the library.
+#[inline]
+fn from_next(site: usize) -> bool {
+    resizealloc::region::in_next() || chain::called_from_next(site)
+}
+
 extern "C" fn libc_malloc_at(size: usize, site: usize) -> *mut c_void {
-    if chain::called_from_next(site) {
+    if from_next(site) {
         return real::libc_malloc(size);
     }
     malloc::malloc_at(size, site)
@@ -63,7 +74,7 @@ fn ours(p: *mut c_void) -> bool {
 }
 
 extern "C" fn libc_free_at(p: *mut c_void, site: usize) -> *mut c_void {
-    if !ours(p) && chain::called_from_next(site) {
+    if !ours(p) && from_next(site) {
         real::libc_free(p);
     } else {
         malloc::free_any(p);
@@ -77,7 +88,7 @@ entry::with_site! {
 }
 
 extern "C" fn libc_calloc_at(n: usize, size: usize, site: usize) -> *mut c_void {
-    if chain::called_from_next(site) {
+    if from_next(site) {
         return real::libc_calloc(n, size);
     }
     malloc::calloc_at(n, size, site)
@@ -89,7 +100,7 @@ entry::with_site! {
 }
 
 extern "C" fn libc_realloc_at(p: *mut c_void, size: usize, site: usize) -> *mut c_void {
-    if !ours(p) && chain::called_from_next(site) {
+    if !ours(p) && from_next(site) {
         return real::libc_realloc(p, size);
     }
     crate::realloc::realloc_at(p, size, site)
@@ -101,7 +112,7 @@ entry::with_site! {
 }
 
 extern "C" fn libc_memalign_at(align: usize, size: usize, site: usize) -> *mut c_void {
-    if chain::called_from_next(site) {
+    if from_next(site) {
         return real::libc_memalign(align, size);
     }
     malloc::memalign_any(align, size)
@@ -113,7 +124,7 @@ entry::with_site! {
 }
 
 extern "C" fn libc_valloc_at(size: usize, site: usize) -> *mut c_void {
-    if chain::called_from_next(site) {
+    if from_next(site) {
         return real::libc_memalign(PAGE, size);
     }
     malloc::valloc_any(size)
@@ -125,7 +136,7 @@ entry::with_site! {
 }
 
 extern "C" fn libc_pvalloc_at(size: usize, site: usize) -> *mut c_void {
-    if chain::called_from_next(site) {
+    if from_next(site) {
         return match size.max(1).checked_add(PAGE - 1) {
             Some(rounded) => real::libc_memalign(PAGE, rounded & !(PAGE - 1)),
             None => core::ptr::null_mut(),

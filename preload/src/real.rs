@@ -5,6 +5,16 @@
 //! arrives while resolution is in progress, are served from a static 64 KiB buffer by an atomic
 //! bump. Bootstrap blocks are never given to the next allocator: `free` ignores them, `realloc`
 //! copies them out.
+//!
+//! A next allocator that is not glibc itself (a wrapper preloaded after the library that counts
+//! or logs, or another allocator) is called through a guard that marks the thread as inside it
+//! ([`resizealloc::region::enter_next`]): such a wrapper often hands its calls on to glibc's
+//! `__libc_malloc` and friends, names the library exports too (they resolve to the first
+//! definition, ours), and those exports send a marked thread's calls to glibc at once. The mark
+//! says what the thread is doing, so a wrapper that reaches `__libc_malloc` by a tail call (a
+//! jump, with no return address of its own) is told apart as well as one that calls it. When
+//! the next `malloc` is glibc's (the same function as the next `__libc_malloc`), nothing after
+//! the library can call back into it, and the slots hold glibc's functions with no guard.
 
 use core::ffi::{c_int, c_void, CStr};
 use core::sync::atomic::{AtomicPtr, AtomicU8, AtomicUsize, Ordering};
@@ -29,6 +39,12 @@ pub(crate) static FREE: AtomicPtr<c_void> = AtomicPtr::new(free_unresolved as *m
 static CALLOC: AtomicPtr<c_void> = AtomicPtr::new(core::ptr::null_mut());
 static REALLOC: AtomicPtr<c_void> = AtomicPtr::new(core::ptr::null_mut());
 static MEMALIGN: AtomicPtr<c_void> = AtomicPtr::new(core::ptr::null_mut());
+// The next objects' functions themselves, where a slot above holds the guard that calls them.
+static NEXT_MALLOC: AtomicPtr<c_void> = AtomicPtr::new(core::ptr::null_mut());
+static NEXT_FREE: AtomicPtr<c_void> = AtomicPtr::new(core::ptr::null_mut());
+static NEXT_CALLOC: AtomicPtr<c_void> = AtomicPtr::new(core::ptr::null_mut());
+static NEXT_REALLOC: AtomicPtr<c_void> = AtomicPtr::new(core::ptr::null_mut());
+static NEXT_MEMALIGN: AtomicPtr<c_void> = AtomicPtr::new(core::ptr::null_mut());
 static USABLE: AtomicPtr<c_void> = AtomicPtr::new(core::ptr::null_mut());
 // The `__libc_*` names the library finds next (glibc's), for the next allocator's own calls to
 // them (see `chain.rs`). Null where the next objects have none.
@@ -131,20 +147,65 @@ fn resolve() -> bool {
     if m.is_null() || f.is_null() || c.is_null() || r.is_null() || a.is_null() {
         os::fatal(b"resizealloc: cannot find the next malloc with dlsym(RTLD_NEXT); is the program static?\n");
     }
-    LIBC_MALLOC.store(lookup(c"__libc_malloc"), Ordering::Release);
-    LIBC_FREE.store(lookup(c"__libc_free"), Ordering::Release);
-    LIBC_CALLOC.store(lookup(c"__libc_calloc"), Ordering::Release);
-    LIBC_REALLOC.store(lookup(c"__libc_realloc"), Ordering::Release);
-    LIBC_MEMALIGN.store(lookup(c"__libc_memalign"), Ordering::Release);
-    MALLOC.store(m, Ordering::Release);
-    FREE.store(f, Ordering::Release);
-    CALLOC.store(c, Ordering::Release);
-    REALLOC.store(r, Ordering::Release);
-    MEMALIGN.store(a, Ordering::Release);
+    let (lm, lf, lc, lr, la) = (
+        lookup(c"__libc_malloc"),
+        lookup(c"__libc_free"),
+        lookup(c"__libc_calloc"),
+        lookup(c"__libc_realloc"),
+        lookup(c"__libc_memalign"),
+    );
+    LIBC_MALLOC.store(lm, Ordering::Release);
+    LIBC_FREE.store(lf, Ordering::Release);
+    LIBC_CALLOC.store(lc, Ordering::Release);
+    LIBC_REALLOC.store(lr, Ordering::Release);
+    LIBC_MEMALIGN.store(la, Ordering::Release);
+    MALLOC.store(through(m, lm, &NEXT_MALLOC, guarded_malloc as *mut c_void), Ordering::Release);
+    FREE.store(through(f, lf, &NEXT_FREE, guarded_free as *mut c_void), Ordering::Release);
+    CALLOC.store(through(c, lc, &NEXT_CALLOC, guarded_calloc as *mut c_void), Ordering::Release);
+    REALLOC.store(through(r, lr, &NEXT_REALLOC, guarded_realloc as *mut c_void), Ordering::Release);
+    MEMALIGN.store(through(a, la, &NEXT_MEMALIGN, guarded_memalign as *mut c_void), Ordering::Release);
     USABLE.store(u, Ordering::Release);
     STATE.store(READY, Ordering::Release);
     true
 }
+
+/// What a slot holds for the next object's function `next`: `next` itself when it is the
+/// function glibc's name `glibc` resolves to next (glibc's own), else `guard`, which calls
+/// `next` (stored in `raw`) with the thread marked as inside the next allocator.
+fn through(
+    next: *mut c_void,
+    glibc: *mut c_void,
+    raw: &AtomicPtr<c_void>,
+    guard: *mut c_void,
+) -> *mut c_void {
+    if next == glibc {
+        return next;
+    }
+    raw.store(next, Ordering::Release);
+    guard
+}
+
+/// A guard of [`through`]: calls the next object's function in `$raw` between
+/// `enter_next` and `leave_next`.
+macro_rules! guarded {
+    ($name:ident, $raw:ident, $ty:ty, ($($arg:ident: $t:ty),*) -> $ret:ty) => {
+        unsafe extern "C" fn $name($($arg: $t),*) -> $ret {
+            let was = resizealloc::region::enter_next();
+            let f = $raw.load(Ordering::Acquire);
+            // SAFETY: `$raw` was stored, with the next object's function of this type, before
+            // the slot that names this guard was published; the arguments are the caller's.
+            let r = unsafe { core::mem::transmute::<*mut c_void, $ty>(f)($($arg),*) };
+            resizealloc::region::leave_next(was);
+            r
+        }
+    };
+}
+
+guarded!(guarded_malloc, NEXT_MALLOC, MallocFn, (size: usize) -> *mut c_void);
+guarded!(guarded_free, NEXT_FREE, FreeFn, (p: *mut c_void) -> ());
+guarded!(guarded_calloc, NEXT_CALLOC, CallocFn, (n: usize, size: usize) -> *mut c_void);
+guarded!(guarded_realloc, NEXT_REALLOC, ReallocFn, (p: *mut c_void, size: usize) -> *mut c_void);
+guarded!(guarded_memalign, NEXT_MEMALIGN, MemalignFn, (align: usize, size: usize) -> *mut c_void);
 
 /// The next allocator's function in `slot` (one of the cold ones, null until resolved), or
 /// null while our own lookup is in progress on this thread, or where the next objects have no

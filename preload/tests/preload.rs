@@ -293,12 +293,13 @@ fn regions_on_top_of_mimalloc() {
     assert_ok(&out, "chain.c");
 }
 
-/// `tests/c/libc_shim.c` built as a shared object with `-D<variant>`.
-fn libc_shim(variant: &str) -> PathBuf {
+/// `tests/c/libc_shim.c` built as a shared object with `-D<variant>` at optimisation level
+/// `opt` (`-O0`, `-O2`).
+fn libc_shim(variant: &str, opt: &str) -> PathBuf {
     let manifest = Path::new(env!("CARGO_MANIFEST_DIR"));
-    let so = work_dir().join(format!("libc_shim_{variant}.so"));
+    let so = work_dir().join(format!("libc_shim_{variant}{opt}.so"));
     let status = Command::new("cc")
-        .args(["-O1", "-g", "-Wall", "-shared", "-fPIC"])
+        .args([opt, "-g", "-Wall", "-shared", "-fPIC"])
         .arg(format!("-D{variant}"))
         .arg(manifest.join("tests/c/libc_shim.c"))
         .arg("-o")
@@ -310,28 +311,58 @@ fn libc_shim(variant: &str) -> PathBuf {
     so
 }
 
+/// Whether `function` in the shared object `so` leaves by a jump to `target`'s PLT entry: a
+/// tail call, which pushes no return address of its own.
+fn tail_calls(so: &Path, function: &str, target: &str) -> bool {
+    let out = Command::new("objdump")
+        .args(["-d", "--no-show-raw-insn"])
+        .arg(so)
+        .output()
+        .expect("objdump");
+    let text = text(&out.stdout);
+    let body: Vec<&str> = text
+        .lines()
+        .skip_while(|l| !l.ends_with(&format!("<{function}>:")))
+        .take_while(|l| !l.is_empty())
+        .collect();
+    assert!(!body.is_empty(), "{function} not found in {}", so.display());
+    body.iter()
+        .any(|l| l.contains("jmp") && l.contains(&format!("<{target}@plt>")))
+}
+
 /// A malloc wrapper preloaded beside the library, of each kind: one that hands its calls on to
-/// glibc's `__libc_*` names (which the library exports too: it once came back into the library
-/// and recursed until the stack ran out, even for `/bin/true`), one that finds the next
-/// functions with `dlsym(RTLD_NEXT)`, and one that is a full allocator itself. In both orders of
-/// `LD_PRELOAD`, in markers and process mode, `/bin/true` and `shim_chain.c` (regions, threads,
-/// a forked child) run; with the library first, the wrapper is its next allocator and sees the
-/// calls outside regions but none of the regions' own (the program checks).
+/// glibc's `__libc_*` names (which the library exports too), one that finds the next functions
+/// with `dlsym(RTLD_NEXT)`, and one that is a full allocator itself; each built at `-O0` and at
+/// `-O2`, where the first one's `malloc` reaches `__libc_malloc` by a tail call (a jump: no
+/// return address of the wrapper's own, so only what the thread is doing tells that the call
+/// comes from the library's next allocator). In both orders of `LD_PRELOAD`, in markers,
+/// process and off mode, `/bin/true` and `shim_chain.c` (regions, threads, a forked child) run
+/// and exit; with the library first, the wrapper is its next allocator and sees the calls
+/// outside regions but none of the regions' own (the program checks).
 #[test]
 fn malloc_wrappers_preloaded_beside_the_library_run_in_either_order() {
     let program = compile("shim_chain");
     let lib = library();
-    for variant in ["VIA_LIBC", "VIA_NEXT", "OWN_HEAP"] {
-        let shim = libc_shim(variant);
+    let shims = ["VIA_LIBC", "VIA_NEXT", "OWN_HEAP"]
+        .into_iter()
+        .flat_map(|v| ["-O0", "-O2"].map(move |opt| (v, opt)));
+    for (variant, opt) in shims {
+        let shim = libc_shim(variant, opt);
+        if variant == "VIA_LIBC" && opt == "-O2" {
+            assert!(
+                tail_calls(&shim, "malloc", "__libc_malloc"),
+                "the -O2 wrapper's malloc must tail-call __libc_malloc, or this test shows nothing"
+            );
+        }
         for lib_first in [true, false] {
             let preload = if lib_first {
                 format!("{} {}", lib.display(), shim.display())
             } else {
                 format!("{} {}", shim.display(), lib.display())
             };
-            for mode in ["markers", "process"] {
+            for mode in ["markers", "process", "off"] {
                 let what = format!(
-                    "{variant}, {}, {mode} mode",
+                    "{variant} {opt}, {}, {mode} mode",
                     if lib_first {
                         "library first"
                     } else {
@@ -344,8 +375,8 @@ fn malloc_wrappers_preloaded_beside_the_library_run_in_either_order() {
                         .arg(exe)
                         .args(args)
                         .env("LD_PRELOAD", &preload);
-                    if mode == "process" {
-                        cmd.env("RESIZEALLOC_REGION", "process");
+                    if mode != "markers" {
+                        cmd.env("RESIZEALLOC_REGION", mode);
                     }
                     cmd.output().expect("spawn")
                 };

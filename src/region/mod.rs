@@ -46,7 +46,36 @@ use crate::mode::{MODE, MODE_OFF, MODE_PROCESS};
 use crate::reservation;
 use crate::slab;
 use routing::{ensure_arena, outside_value};
-use thread_state::DEAD;
+use thread_state::{DEAD, IN_NEXT};
+
+/// Marks the calling thread as inside a call to the next allocator, and returns whether it
+/// already was (for [`leave_next`]). The preload library brackets every call to a next
+/// allocator that is not glibc itself with the two, so that the `__libc_*` names know, by what
+/// the thread is doing rather than by who called, that a call comes from that allocator.
+/// Async-signal-safe: a signal handler that interrupts the bracket and enters its own leaves
+/// the flag as it found it.
+#[inline(always)]
+pub fn enter_next() -> bool {
+    let ts = state();
+    let f = ts.flags.get();
+    ts.flags.set(f | IN_NEXT);
+    f & IN_NEXT != 0
+}
+
+/// Ends the bracket [`enter_next`] began: `was` is what it returned.
+#[inline(always)]
+pub fn leave_next(was: bool) {
+    if !was {
+        let ts = state();
+        ts.flags.set(ts.flags.get() & !IN_NEXT);
+    }
+}
+
+/// True while the calling thread is inside a call to the next allocator (see [`enter_next`]).
+#[inline(always)]
+pub fn in_next() -> bool {
+    state().flags.get() & IN_NEXT != 0
+}
 
 mod exit_hook {
     //! Thread exit through a pthread key destructor (see the module docs above).

@@ -17,6 +17,10 @@ pub(crate) const JOINED: u8 = 4;
 pub(super) const DENIED: u8 = 8;
 /// The thread is inside the allocation profiler (profile/): its own allocations are not sampled.
 pub(crate) const PROFILING: u8 = 16;
+/// The thread is inside a call from the preload library to the next allocator (a wrapper or
+/// another allocator after it in the chain): glibc's `__libc_*` names, which such an allocator
+/// may call, go to glibc, never back into the library.
+pub(super) const IN_NEXT: u8 = 32;
 
 /// One thread's region state.
 ///
