@@ -541,16 +541,17 @@ pub fn totals() -> (ArenaStats, ArenaStats, u64, u64) {
 }
 
 /// Fork support: hold the table lock across `fork` so the child never inherits it locked by a
-/// thread that does not exist there.
-pub fn fork_prepare() {
-    core::mem::forget(TABLE.lock());
+/// thread that does not exist there. False when it could not be had in time (see `fork.rs`).
+pub fn fork_prepare() -> bool {
+    crate::fork::wait_for(|| TABLE.try_lock().map(core::mem::forget).is_some())
 }
 
 /// Fork support: the parent and the child both release the lock taken in [`fork_prepare`].
 ///
 /// # Safety
-/// Called once after [`fork_prepare`], by the thread that called it (or its copy in the child):
-/// the lock is then held by that call and nobody else.
+/// Called once after a [`fork_prepare`] that returned true, by the thread that called it (or
+/// its copy in the child): the lock is then held by that call and nobody else. Or in a child
+/// whose only thread is that copy, to reset the lock.
 pub unsafe fn fork_finish() {
     // SAFETY: the caller's obligation: the lock is held by our own `fork_prepare`.
     unsafe { TABLE.force_unlock() };

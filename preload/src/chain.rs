@@ -21,7 +21,7 @@
 //! start), so they are not looked at again. Nothing here allocates.
 
 use core::ffi::{c_int, c_void};
-use core::sync::atomic::{AtomicU8, AtomicUsize, Ordering};
+use core::sync::atomic::{AtomicI32, AtomicU8, AtomicUsize, Ordering};
 
 /// Executable segments of the objects after this library, at most this many (the next
 /// allocators come first, right after the library; a table that fills keeps those).
@@ -32,8 +32,7 @@ static HI: [AtomicUsize; MAX_RANGES] = [const { AtomicUsize::new(0) }; MAX_RANGE
 static COUNT: AtomicUsize = AtomicUsize::new(0);
 
 const UNKNOWN: u8 = 0;
-const LOOKING: u8 = 1;
-const KNOWN: u8 = 2;
+const KNOWN: u8 = 1;
 static STATE: AtomicU8 = AtomicU8::new(UNKNOWN);
 
 /// True when `site`, a return address, lies in an object that comes after this library: the
@@ -54,20 +53,25 @@ pub fn called_from_next(site: usize) -> bool {
     })
 }
 
+/// The thread that fills the table (0 until one takes the job).
+static FILLER: AtomicI32 = AtomicI32::new(0);
+
 /// Fills the table once; a thread that finds another one filling it waits for it (the walk
-/// takes microseconds and calls nothing that could come back here).
+/// takes microseconds and calls nothing that could come back here). The filling thread itself,
+/// back here from a signal handler that interrupted the walk, does not wait for itself: it
+/// finds the table empty so far (no caller is then taken for the next allocator's).
 #[cold]
 #[inline(never)]
 fn find_objects_after_us() {
-    match STATE.compare_exchange(UNKNOWN, LOOKING, Ordering::AcqRel, Ordering::Acquire) {
-        Ok(_) => {}
-        Err(KNOWN) => return,
-        Err(_) => {
+    // SAFETY: gettid has no preconditions.
+    let me = unsafe { libc::gettid() };
+    if let Err(filler) = FILLER.compare_exchange(0, me, Ordering::AcqRel, Ordering::Acquire) {
+        if filler != me {
             while STATE.load(Ordering::Acquire) != KNOWN {
                 core::hint::spin_loop();
             }
-            return;
         }
+        return;
     }
     let mut walk = Walk {
         ours: called_from_next as *const () as usize,

@@ -393,13 +393,31 @@ pub(crate) extern "C" fn check_quarantine_at_exit() {
     }
 }
 
+/// The gate of the quarantine's fork handlers (see the core's `fork.rs`).
+static FORK_GATE: resizealloc::fork::Gate = resizealloc::fork::Gate::new();
+
 /// `fork`: the quarantine's lock is taken before and released in both processes after, so
-/// that the child never finds it held by a thread it does not have.
-pub(crate) fn fork_prepare() {
-    core::mem::forget(QUARANTINE.lock());
+/// that the child never finds it held by a thread it does not have (unless the gate says to
+/// take nothing).
+pub(crate) extern "C" fn fork_prepare() {
+    if FORK_GATE.enter() {
+        FORK_GATE.took(resizealloc::fork::wait_for(|| {
+            QUARANTINE.try_lock().map(core::mem::forget).is_some()
+        }));
+    }
 }
 
-pub(crate) fn fork_finish() {
-    // SAFETY: `fork_prepare` took the lock and forgot its guard; this thread holds it.
-    unsafe { QUARANTINE.force_unlock() };
+pub(crate) extern "C" fn fork_parent() {
+    if FORK_GATE.leave(false) == resizealloc::fork::Leave::Release {
+        // SAFETY: `fork_prepare` took the lock and forgot its guard; this thread holds it.
+        unsafe { QUARANTINE.force_unlock() };
+    }
+}
+
+pub(crate) extern "C" fn fork_child() {
+    if FORK_GATE.leave(true) != resizealloc::fork::Leave::Nothing {
+        // SAFETY: as in `fork_parent`, for this thread's copy; or the gate gave up on the lock
+        // and the child has no other thread that could hold it.
+        unsafe { QUARANTINE.force_unlock() };
+    }
 }

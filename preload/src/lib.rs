@@ -22,7 +22,8 @@
 //! * `capi.rs`: the C API of `include/resizealloc.h`;
 //! * `report.rs`: stderr output without allocating;
 //! * `cuda/`: the CUDA driver and runtime hooks in front of the device pools;
-//! * this file: the constructor (options, exit summary, fork handlers).
+//! * this file: the constructor (options, exit summary, the `heap-debug` build's fork handlers;
+//!   the device pools register theirs when the first pool is made).
 
 #![deny(clippy::undocumented_unsafe_blocks)]
 #![deny(unsafe_op_in_unsafe_fn)]
@@ -67,7 +68,13 @@ extern "C" fn init() {
     // SAFETY: registering handlers with the right signatures; they never unwind.
     unsafe {
         resizealloc::fork::register_handlers();
-        libc::pthread_atfork(Some(fork_prepare), Some(fork_finish), Some(fork_finish));
+        if cfg!(feature = "heap-debug") {
+            libc::pthread_atfork(
+                Some(debug_heap::fork_prepare),
+                Some(debug_heap::fork_parent),
+                Some(debug_heap::fork_child),
+            );
+        }
         if o.stats {
             libc::atexit(at_exit);
         }
@@ -82,24 +89,6 @@ extern "C" fn init() {
 #[used]
 #[link_section = ".init_array"]
 static INIT: extern "C" fn() = init;
-
-/// The device pools' locks (and the `heap-debug` build's quarantine lock), taken before the core
-/// crate's (its handlers, registered first, run last before `fork` and first after it).
-extern "C" fn fork_prepare() {
-    #[cfg(target_arch = "x86_64")]
-    cuda::fork_prepare();
-    if cfg!(feature = "heap-debug") {
-        debug_heap::fork_prepare();
-    }
-}
-
-extern "C" fn fork_finish() {
-    if cfg!(feature = "heap-debug") {
-        debug_heap::fork_finish();
-    }
-    #[cfg(target_arch = "x86_64")]
-    cuda::fork_finish();
-}
 
 extern "C" fn at_exit() {
     report::stats_summary();

@@ -463,23 +463,38 @@ fn realloc_maybe_sampled(p: *mut u8, size: usize, realloc: impl FnOnce() -> *mut
     q
 }
 
-/// Takes the profiler's lock before `fork`.
+/// The gate of the profiler's fork handlers (see `fork.rs`).
+static FORK_GATE: crate::fork::Gate = crate::fork::Gate::new();
+
+/// Takes the profiler's lock before `fork` (unless the gate says to take nothing).
 extern "C" fn fork_prepare() {
-    core::mem::forget(state::LOCK.lock());
+    if FORK_GATE.enter() {
+        FORK_GATE.took(crate::fork::wait_for(|| {
+            state::LOCK.try_lock().map(core::mem::forget).is_some()
+        }));
+    }
 }
 
 /// Releases it after `fork` in the parent.
 extern "C" fn fork_parent() {
-    // SAFETY: `fork_prepare` took the lock in this thread and forgot its guard.
-    unsafe { state::LOCK.force_unlock() };
+    if FORK_GATE.leave(false) == crate::fork::Leave::Release {
+        // SAFETY: `fork_prepare` took the lock in this thread and forgot its guard.
+        unsafe { state::LOCK.force_unlock() };
+    }
 }
 
 /// In the child after `fork`: the lock released, a profile of its own (empty tables; the report
-/// files add its pid).
+/// files add its pid). Where the lock was not taken for the fork and is held (by the frame a
+/// signal handler interrupted), the child keeps the parent's tables.
 extern "C" fn fork_child() {
-    // SAFETY: as in `fork_parent`, for the child's copy of the forking thread.
-    unsafe { state::LOCK.force_unlock() };
-    let _g = state::LOCK.lock();
-    state::reset();
     CHILD.store(true, Ordering::Relaxed);
+    if FORK_GATE.leave(true) != crate::fork::Leave::Nothing {
+        // SAFETY: as in `fork_parent`, for the child's copy of the forking thread; or the gate
+        // gave up on the lock, and the child has no other thread that could hold it.
+        unsafe { state::LOCK.force_unlock() };
+    }
+    let Some(_g) = state::LOCK.try_lock() else {
+        return;
+    };
+    state::reset();
 }

@@ -142,16 +142,33 @@ pub(crate) unsafe fn abandon(heap: *mut Heap) {
 
 /// Fork support: takes every lock of the small-block heap (in the order the slow paths take
 /// them), so that the child never inherits one held by a thread that does not exist there.
-pub fn fork_prepare() {
-    core::mem::forget(HEAP_USED.lock());
-    core::mem::forget(ABANDONED.lock());
-    core::mem::forget(POOL.lock());
+/// False when one could not be had in time (see `fork.rs`): then none is held.
+pub fn fork_prepare() -> bool {
+    use crate::fork::wait_for;
+    if !wait_for(|| HEAP_USED.try_lock().map(core::mem::forget).is_some()) {
+        return false;
+    }
+    if !wait_for(|| ABANDONED.try_lock().map(core::mem::forget).is_some()) {
+        // SAFETY: taken just above by this thread, its guard forgotten.
+        unsafe { HEAP_USED.force_unlock() };
+        return false;
+    }
+    if !wait_for(|| POOL.try_lock().map(core::mem::forget).is_some()) {
+        // SAFETY: as above.
+        unsafe {
+            ABANDONED.force_unlock();
+            HEAP_USED.force_unlock();
+        }
+        return false;
+    }
+    true
 }
 
 /// Fork support: the parent and the child both release the locks taken in [`fork_prepare`].
 ///
 /// # Safety
-/// Called once after [`fork_prepare`], by the thread that called it (or its copy in the child).
+/// Called once after a [`fork_prepare`] that returned true, by the thread that called it (or its
+/// copy in the child), or in a child whose only thread is that copy (to reset the locks).
 pub unsafe fn fork_finish() {
     // SAFETY: the caller's obligation: the locks are held by our own `fork_prepare`.
     unsafe {

@@ -134,14 +134,19 @@ pub fn note_end(stream: CUstream) {
     ACTIVE.store(*count, Ordering::Release);
 }
 
-/// Fork support: holds the capture list across `fork` (taken after the pools' locks).
-pub fn fork_prepare() {
-    core::mem::forget(LIST.lock());
+/// Fork support: holds the capture list across `fork` (taken after the pools' locks). False
+/// when it could not be had in time (then it is not held).
+pub fn fork_prepare() -> bool {
+    resizealloc::fork::wait_for(|| LIST.try_lock().map(core::mem::forget).is_some())
 }
 
 /// Fork support: releases what [`fork_prepare`] took, in the parent and in the child.
-pub fn fork_finish() {
-    // SAFETY: `fork_prepare` took the lock in this thread (or its copy in the child).
+///
+/// # Safety
+/// `fork_prepare` took the lock in this thread (or its copy, in the child), or the caller is a
+/// child with one thread resetting it.
+pub unsafe fn fork_finish() {
+    // SAFETY: the caller's obligation.
     unsafe { LIST.force_unlock() };
 }
 

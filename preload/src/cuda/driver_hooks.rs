@@ -568,6 +568,7 @@ fn begin_capture(
         } else {
             stream
         };
+        pools::register_fork_handlers(); // they hold the capture list across fork
         capture::note_begin(stream_context(stream), handle, mode);
     }
     r

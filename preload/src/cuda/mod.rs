@@ -32,4 +32,4 @@ mod runtime_hooks;
 
 pub(crate) use driver::RESIZEALLOC_REAL_DLSYM;
 pub(crate) use lookup::dlsym_filter;
-pub use pools::{fork_finish, fork_prepare, note_thread_left_region, stats_total};
+pub use pools::{note_thread_left_region, stats_total};

@@ -287,6 +287,7 @@ fn find_cell(key: usize, create: bool) -> Option<&'static PoolCell> {
 #[inline(never)]
 fn create_cell(key: usize, shard: u32) -> Option<&'static PoolCell> {
     resolve_driver();
+    register_fork_handlers();
     let registry = REGISTRY.lock();
     if let Some(c) = cells().find(|c| c.ctx == key && c.shard == shard) {
         return Some(c);
@@ -752,26 +753,96 @@ pub fn stats_total() -> (PoolStats, u64) {
     (t, n)
 }
 
-/// Fork support: hold the registry and every pool lock across `fork` (see `lib.rs`), in that
-/// order (the order every other path takes them in).
-pub fn fork_prepare() {
-    core::mem::forget(REGISTRY.lock());
-    for c in cells() {
-        core::mem::forget(c.pool.lock());
+// ------------------------------------------------------------------------------ fork
+
+/// The gate of the device pools' fork handlers (see the core's `fork.rs`).
+static FORK_GATE: resizealloc::fork::Gate = resizealloc::fork::Gate::new();
+static FORK_HANDLERS: AtomicBool = AtomicBool::new(false);
+
+/// Registers the pools' fork handlers (which hold the capture list too), once: called before
+/// the first pool is made and before a capture the hooks see begins (never with a lock of ours
+/// held), so a program that never touches the device never runs them.
+pub(super) fn register_fork_handlers() {
+    if FORK_HANDLERS.load(Ordering::Acquire) || FORK_HANDLERS.swap(true, Ordering::AcqRel) {
+        return;
     }
-    capture::fork_prepare();
+    // SAFETY: handlers with the right signatures, which never unwind.
+    if unsafe { libc::pthread_atfork(Some(fork_prepare), Some(fork_parent), Some(fork_child)) } != 0
+    {
+        FORK_HANDLERS.store(false, Ordering::Release); // out of memory: the next pool tries again
+    }
 }
 
-/// Fork support: release the locks taken by [`fork_prepare`], in the parent and in the child.
-pub fn fork_finish() {
-    capture::fork_finish();
-    // SAFETY: `fork_prepare` took these locks in this thread (or its copy in the child); the
-    // registry was held, so the set of pools has not changed since.
-    unsafe {
+/// Takes `lock`, waiting at most the core's fork wait (its guard forgotten).
+fn hold<T>(lock: &spin::mutex::SpinMutex<T, spin::relax::Yield>) -> bool {
+    resizealloc::fork::wait_for(|| lock.try_lock().map(core::mem::forget).is_some())
+}
+
+/// Fork support: hold the registry, every pool lock and the capture list across `fork`, in
+/// that order (the order every other path takes them in), unless the gate says to take
+/// nothing; on a lock that cannot be had in time, release what was taken.
+extern "C" fn fork_prepare() {
+    if !FORK_GATE.enter() {
+        return;
+    }
+    let registry_held = hold(&REGISTRY);
+    let mut all = registry_held;
+    let mut pools_held = 0;
+    if all {
         for c in cells() {
+            if !hold(&c.pool) {
+                all = false;
+                break;
+            }
+            pools_held += 1;
+        }
+    }
+    if all && !capture::fork_prepare() {
+        all = false;
+    }
+    if !all && registry_held {
+        // SAFETY: this thread took the registry and the first `pools_held` pool locks above.
+        unsafe { release(pools_held, false) };
+    }
+    FORK_GATE.took(all);
+}
+
+/// Releases the registry and the first `pools` pool locks (and the capture list's with
+/// `capture`).
+///
+/// # Safety
+/// This thread holds them (or its copy does, in the child), or the caller is a child resetting
+/// them.
+unsafe fn release(pools: usize, capture: bool) {
+    if capture {
+        // SAFETY: the caller's obligation.
+        unsafe { capture::fork_finish() };
+    }
+    // SAFETY: the caller's obligation; the registry is held (or reset in a child with one
+    // thread), so the set of pools has not changed since they were taken.
+    unsafe {
+        for c in cells().take(pools) {
             c.pool.force_unlock();
         }
         REGISTRY.force_unlock();
+    }
+}
+
+/// Fork support, in the parent: release what [`fork_prepare`] took.
+extern "C" fn fork_parent() {
+    if FORK_GATE.leave(false) == resizealloc::fork::Leave::Release {
+        // SAFETY: `fork_prepare` took every lock in this thread.
+        unsafe { release(usize::MAX, true) };
+    }
+}
+
+/// Fork support, in the child: release what [`fork_prepare`] took, or reset every lock where
+/// it gave up on one (the child has one thread).
+extern "C" fn fork_child() {
+    if FORK_GATE.leave(true) != resizealloc::fork::Leave::Nothing {
+        // SAFETY: `fork_prepare` took every lock in this thread (whose copy this is), or it gave
+        // up and no other thread is left to hold one.
+        unsafe { release(usize::MAX, true) };
     }
 }
 
