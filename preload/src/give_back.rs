@@ -32,8 +32,8 @@ static LOOKED_SENT: AtomicU64 = AtomicU64::new(0);
 #[cold]
 #[inline(never)]
 pub fn sample_next_free(p: *mut c_void) {
-    if real::is_boot(p) {
-        return;
+    if real::is_boot(p) || !real::plausible_block(p) {
+        return; // the next allocator's `free` reports it
     }
     let bytes = real::usable_size(p) as u64 * resizealloc::region::NEXT_FREE_SAMPLE as u64;
     let Some(batch) = resizealloc::region::add_next_freed(bytes) else {

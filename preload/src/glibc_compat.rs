@@ -7,9 +7,8 @@
 //!   other (`__libc_free` of an arena block must not reach glibc, which would abort). mimalloc
 //!   and tcmalloc export these names too. A call from the next allocator goes to glibc's own
 //!   (see `chain.rs`).
-//! * `mallinfo2`, `mallinfo`: the next allocator's figures plus the arenas': their live blocks
-//!   counted like glibc counts its mmapped chunks, their free resident memory like its free
-//!   chunks (see [`mallinfo2`]).
+//! * `mallinfo2`, `mallinfo`: the next allocator's figures plus the library's: its live blocks
+//!   in `uordblks`, its free resident memory in `fordblks` (see [`mallinfo2`]).
 //! * `malloc_trim`: trims the calling thread's arena, then the next allocator.
 //! * `malloc_stats`, `malloc_info`: the next allocator's report, then the arenas'.
 //!
@@ -147,34 +146,25 @@ extern "C" fn libc_pvalloc_at(size: usize, site: usize) -> *mut c_void {
 
 // ------------------------------------------------------------------------------ mallinfo
 
-/// `mallinfo2(3)`: the next allocator's figures plus the arenas'. Every arena (live, or kept by
-/// an exited thread's live blocks) counts as one mmapped region in `hblks`, and its live bytes
-/// count in `hblkhd`, the way glibc counts a chunk it served with `mmap`: so `uordblks +
-/// hblkhd`, the usual "bytes in use", includes every live arena block, whatever path served it
-/// (the calling thread's arena counts its fast paths' blocks first, see `resizealloc::stats`).
-/// What the arenas hold resident beyond their live blocks is free memory kept for reuse, as
-/// glibc's free chunks are: it counts in `fordblks` and in `arena` (which stays `uordblks +
-/// fordblks`, the next allocator's heap plus that). Process mode's small-block heap counts as
-/// one more region while it holds pages, and its pages' bytes in `hblkhd` (an upper bound: a
-/// page is touched only where blocks were carved).
+/// `mallinfo2(3)`: the next allocator's figures plus the library's, added to glibc's fields of
+/// the same meaning, never in place of them. The live bytes of the arenas' blocks (whatever
+/// path served them; the calling thread's arena counts its fast paths' blocks first, see
+/// `resizealloc::stats`) and of the small-block heap's handed-out blocks count in `uordblks`,
+/// the field tools and glibc's tests read as "bytes in use"; what the arenas hold resident
+/// beyond their live blocks is free memory kept for reuse, as glibc's free chunks are, and
+/// counts in `fordblks`. `arena` (the heap's total, `uordblks + fordblks`) grows by both.
+/// `hblks` and `hblkhd` stay the next allocator's mmapped chunks.
 #[no_mangle]
 pub extern "C" fn mallinfo2() -> Mallinfo2 {
     let mut m = next_mallinfo2();
     let s = resizealloc::stats();
-    let p = s.process;
-    let small_regions = usize::from(s.small.pages_in_use > 0);
-    let live = s.memory.process_live as usize;
-    let held_free = (s.memory.process_resident as usize).saturating_sub(live);
-    m.hblks = m
-        .hblks
-        .wrapping_add((p.arenas_live + p.arenas_orphaned) as usize)
-        .wrapping_add(small_regions);
-    m.hblkhd = m
-        .hblkhd
-        .wrapping_add(live)
-        .wrapping_add(s.small.bytes_in_pages as usize);
+    let live =
+        (s.memory.process_live as usize).saturating_add(resizealloc::slab::live_bytes() as usize);
+    let held_free =
+        (s.memory.process_resident as usize).saturating_sub(s.memory.process_live as usize);
+    m.uordblks = m.uordblks.wrapping_add(live);
     m.fordblks = m.fordblks.wrapping_add(held_free);
-    m.arena = m.arena.wrapping_add(held_free);
+    m.arena = m.arena.wrapping_add(live).wrapping_add(held_free);
     m
 }
 

@@ -159,11 +159,26 @@ fn resolve() -> bool {
     LIBC_CALLOC.store(lc, Ordering::Release);
     LIBC_REALLOC.store(lr, Ordering::Release);
     LIBC_MEMALIGN.store(la, Ordering::Release);
-    MALLOC.store(through(m, lm, &NEXT_MALLOC, guarded_malloc as *mut c_void), Ordering::Release);
-    FREE.store(through(f, lf, &NEXT_FREE, guarded_free as *mut c_void), Ordering::Release);
-    CALLOC.store(through(c, lc, &NEXT_CALLOC, guarded_calloc as *mut c_void), Ordering::Release);
-    REALLOC.store(through(r, lr, &NEXT_REALLOC, guarded_realloc as *mut c_void), Ordering::Release);
-    MEMALIGN.store(through(a, la, &NEXT_MEMALIGN, guarded_memalign as *mut c_void), Ordering::Release);
+    MALLOC.store(
+        through(m, lm, &NEXT_MALLOC, guarded_malloc as *mut c_void),
+        Ordering::Release,
+    );
+    FREE.store(
+        through(f, lf, &NEXT_FREE, guarded_free as *mut c_void),
+        Ordering::Release,
+    );
+    CALLOC.store(
+        through(c, lc, &NEXT_CALLOC, guarded_calloc as *mut c_void),
+        Ordering::Release,
+    );
+    REALLOC.store(
+        through(r, lr, &NEXT_REALLOC, guarded_realloc as *mut c_void),
+        Ordering::Release,
+    );
+    MEMALIGN.store(
+        through(a, la, &NEXT_MEMALIGN, guarded_memalign as *mut c_void),
+        Ordering::Release,
+    );
     USABLE.store(u, Ordering::Release);
     STATE.store(READY, Ordering::Release);
     true
@@ -321,6 +336,25 @@ pub fn memalign(align: usize, size: usize) -> *mut c_void {
     unsafe { core::mem::transmute::<*mut c_void, MemalignFn>(f)(align, size) }
 }
 
+/// False when `p` fails the checks glibc's `free` makes before it reads past the chunk's size
+/// word (alignment, a size of at least a minimum chunk, no wrap around the address space):
+/// glibc's `malloc_usable_size` would read where that size points, and fault on a pointer that
+/// `free` reports as invalid (a stack address, an interior pointer) with glibc's message and
+/// `SIGABRT`. True for every pointer when the next allocator is not glibc (its checks are its
+/// own).
+pub fn plausible_block(p: *mut c_void) -> bool {
+    if MALLOC.load(Ordering::Relaxed) != LIBC_MALLOC.load(Ordering::Relaxed) {
+        return true;
+    }
+    if !(p as usize).is_multiple_of(16) {
+        return false;
+    }
+    // SAFETY: the word before a block glibc handed out is its chunk's size; glibc's `free` of
+    // `p` reads the same word first, whatever `p` is.
+    let size = unsafe { *(p as *const usize).sub(1) } & !7;
+    size >= 32 && size.is_multiple_of(16) && (p as usize) <= size.wrapping_neg()
+}
+
 /// Next allocator's `malloc_usable_size` (0 if it has none).
 pub fn usable_size(p: *mut c_void) -> usize {
     let f = get(&USABLE);
@@ -398,7 +432,7 @@ pub(crate) struct NextFn {
 const ABSENT: usize = 1;
 
 impl NextFn {
-    const fn new(name: &'static CStr) -> Self {
+    pub(crate) const fn new(name: &'static CStr) -> Self {
         NextFn {
             name,
             addr: AtomicUsize::new(0),

@@ -117,6 +117,23 @@ pub unsafe fn usable_size(heap: *mut Heap, p: *const u8) -> usize {
     }
 }
 
+/// Bytes of the blocks handed out now (a block another thread freed counts until its page's
+/// owner takes it back): a walk of the committed page headers, for `mallinfo`. Each page's
+/// count and block size are read without its owner's cooperation, so a page that changes
+/// hands meanwhile may be off by its blocks in flight. A page never used, or given back, reads
+/// as zero (its header is then the kernel's zero page, which adds nothing resident).
+pub fn live_bytes() -> u64 {
+    let (base, len) = pool::committed_range();
+    (0..len / PAGE_SIZE)
+        .map(|i| {
+            // SAFETY: a page header in the committed part of the reservation, readable for
+            // the life of the process; `used` and `block_size` are atomics.
+            let pg = unsafe { &*((base + i * PAGE_SIZE) as *const Page) };
+            u64::from(pg.used.get()) * u64::from(pg.block_size.get())
+        })
+        .sum()
+}
+
 /// `(pages in use, pages given back to the kernel so far, abandoned pages adopted so far)`.
 pub fn counts() -> (u64, u64, u64) {
     (

@@ -21,6 +21,26 @@ pub(super) struct Block {
     pub(super) key: usize,
 }
 
+/// An owner-only `u32` of a page header that a statistics walk (`mallinfo`) may read from
+/// another thread: relaxed atomic loads and stores, the same plain moves as a `Cell`'s.
+pub(super) struct Shared32(AtomicU32);
+
+impl Shared32 {
+    pub(super) const fn new(v: u32) -> Self {
+        Shared32(AtomicU32::new(v))
+    }
+
+    #[inline(always)]
+    pub(super) fn get(&self) -> u32 {
+        self.0.load(Ordering::Relaxed)
+    }
+
+    #[inline(always)]
+    pub(super) fn set(&self, v: u32) {
+        self.0.store(v, Ordering::Relaxed)
+    }
+}
+
 /// A page header, at the start of its 64 KiB page. Blocks of `block_size` bytes follow from
 /// `HEADER` on; the first `capacity` of them have been carved (handed out or on a free list),
 /// at most `reserved`.
@@ -34,10 +54,10 @@ pub(super) struct Block {
 #[repr(C, align(128))]
 pub struct Page {
     pub(super) free: Cell<*mut Block>,
-    pub(super) used: Cell<u32>,
+    pub(super) used: Shared32,
     pub(super) capacity: Cell<u32>,
     pub(super) reserved: Cell<u32>,
-    pub(super) block_size: Cell<u32>,
+    pub(super) block_size: Shared32,
     pub(super) class: Cell<u8>,
     /// On the abandoned list. Changed only under the [`ABANDONED`](super::abandon::ABANDONED) lock (and cleared by
     /// `Page::reset` on a page on no list), but atomic (relaxed): a thread whose free made an
@@ -73,10 +93,10 @@ impl Page {
     pub(super) const fn empty() -> Self {
         Page {
             free: Cell::new(ptr::null_mut()),
-            used: Cell::new(0),
+            used: Shared32::new(0),
             capacity: Cell::new(0),
             reserved: Cell::new(0),
-            block_size: Cell::new(0),
+            block_size: Shared32::new(0),
             class: Cell::new(0),
             abandoned: AtomicBool::new(false),
             prev: Cell::new(ptr::null_mut()),

@@ -79,8 +79,9 @@ static void edge_cases(const char *where) {
     rc = posix_memalign(&out, 64, (size_t)1 << 50);
     CHECK(rc == ENOMEM, NAME("posix_memalign huge -> ENOMEM"));
     errno = 0;
-    p = aligned_alloc(48, 96);
-    CHECK(p == NULL && errno == EINVAL, NAME("aligned_alloc bad alignment -> NULL, EINVAL"));
+    p = aligned_alloc(48, 96); /* glibc 2.36: memalign's alias, which rounds the alignment up */
+    CHECK(p != NULL && ((uintptr_t)p & 63) == 0, NAME("aligned_alloc rounds a bad alignment up, as glibc 2.36"));
+    free(p);
     p = memalign(48, 96);
     CHECK(p != NULL && ((uintptr_t)p & 63) == 0, NAME("memalign rounds a bad alignment up"));
     free(p);

@@ -161,7 +161,7 @@ static void fast_path_step(int check) {
     struct mallinfo mi = mallinfo();
     if (check) {
         CHECK(in_use() - u3 >= STEP_BIG, "mallinfo2 sees a block of the aligned fast path");
-        CHECK((size_t)(unsigned)mi.hblkhd >= STEP_BIG, "mallinfo sees a block of the aligned fast path");
+        CHECK((size_t)(unsigned)mi.uordblks + (size_t)(unsigned)mi.hblkhd >= STEP_BIG, "mallinfo sees a block of the aligned fast path");
         CHECK(thread_live() - l3 >= STEP_BIG, "thread_live sees a block of the aligned fast path");
     }
     free(big);
@@ -200,9 +200,9 @@ static void mallinfo_figures(void) {
         struct resize_stats s = stats();
         CHECK(s.thread.arena_committed >= total, "the arena served the blocks");
         CHECK(s.memory.thread_live >= total, "resize_stats_get's thread_live counts the blocks");
-        CHECK(b.hblkhd >= s.memory.process_live && s.memory.process_live >= total, "mallinfo2's hblkhd includes the arenas' live blocks");
-        CHECK(b.arena + b.hblkhd >= s.memory.process_resident, "mallinfo2 counts the arenas' resident memory");
-        CHECK(b.hblks >= 1, "mallinfo2's hblks counts the arena");
+        CHECK(b.uordblks >= s.memory.process_live && s.memory.process_live >= total, "mallinfo2's uordblks includes the arenas' live blocks");
+        CHECK(b.arena >= s.memory.process_resident, "mallinfo2's arena counts the arenas' resident memory");
+        CHECK(b.hblkhd < a.hblkhd + total && b.hblks == a.hblks, "mallinfo2's hblkhd and hblks stay glibc's mmapped chunks");
     }
     for (int i = 0; i < BLOCKS; i++) free(blocks[i]);
     region_end();
