@@ -14,6 +14,8 @@ pub const PAGE: usize = 4096;
 /// Reserves `len` bytes of address space with no access and no commit charge.
 /// Returns `None` if the kernel refuses (address-space limits, `RLIMIT_AS`).
 pub fn reserve(len: usize) -> Option<usize> {
+    // SAFETY: errno's location is always valid for the calling thread.
+    let saved = unsafe { *libc::__errno_location() };
     // SAFETY: an anonymous private mapping at a kernel-chosen address touches no existing memory.
     let p = unsafe {
         libc::mmap(
@@ -25,11 +27,47 @@ pub fn reserve(len: usize) -> Option<usize> {
             0,
         )
     };
+    // SAFETY: as above.
+    unsafe { *libc::__errno_location() = saved };
     if p == libc::MAP_FAILED {
         None
     } else {
         Some(p as usize)
     }
+}
+
+/// Reserves `[addr, addr + len)` exactly (no access, no commit charge), where nothing is
+/// mapped: how a reservation grows in place. False when any of it is taken, or the kernel
+/// refuses (`RLIMIT_AS`). A kernel older than `MAP_FIXED_NOREPLACE` (Linux 4.17) takes the
+/// address as a hint and may map elsewhere: that mapping is given back, and the answer is false.
+pub fn reserve_at(addr: usize, len: usize) -> bool {
+    // SAFETY: errno's location is always valid for the calling thread.
+    let saved = unsafe { *libc::__errno_location() };
+    // SAFETY: MAP_FIXED_NOREPLACE never replaces an existing mapping: it fails instead.
+    let p = unsafe {
+        libc::mmap(
+            addr as *mut libc::c_void,
+            len,
+            libc::PROT_NONE,
+            libc::MAP_PRIVATE
+                | libc::MAP_ANONYMOUS
+                | libc::MAP_NORESERVE
+                | libc::MAP_FIXED_NOREPLACE,
+            -1,
+            0,
+        )
+    };
+    // SAFETY: as above.
+    unsafe { *libc::__errno_location() = saved };
+    if p == libc::MAP_FAILED {
+        return false;
+    }
+    if p as usize != addr {
+        // SAFETY: the mapping just made elsewhere, holding nothing.
+        unsafe { release(p as usize, len) };
+        return false;
+    }
+    true
 }
 
 /// Reserves `len` bytes of address space starting at a multiple of `align` (a power of two),
@@ -57,8 +95,12 @@ pub fn reserve_aligned(len: usize, align: usize) -> Option<usize> {
 /// 1. The range lies inside a mapping made by [`reserve`].
 /// 2. Nothing in the range is referenced any more.
 pub unsafe fn release(addr: usize, len: usize) {
+    // SAFETY: errno's location is always valid for the calling thread.
+    let saved = unsafe { *libc::__errno_location() };
     // SAFETY: guaranteed by the caller (obligations 1 and 2).
     unsafe { libc::munmap(addr as *mut libc::c_void, len) };
+    // SAFETY: as above.
+    unsafe { *libc::__errno_location() = saved };
 }
 
 /// Makes `[addr, addr + len)` readable and writable. Pages are zero until first written.
@@ -316,17 +358,27 @@ impl Default for Line {
 /// the program keeps the rest (a `malloc` outside regions never fails because of us). `None`
 /// when there is no limit.
 pub fn address_space_budget() -> Option<usize> {
+    budget_under(address_space_limit()?)
+}
+
+/// [`address_space_budget`] under a limit of `limit` bytes (`RLIM_INFINITY`: none).
+pub fn budget_under(limit: u64) -> Option<usize> {
+    (limit != libc::RLIM_INFINITY).then_some((limit / 8) as usize)
+}
+
+/// The soft `RLIMIT_AS` (`RLIM_INFINITY` when there is none), or `None` if it cannot be read.
+pub fn address_space_limit() -> Option<u64> {
     let mut lim = libc::rlimit {
         rlim_cur: 0,
         rlim_max: 0,
     };
+    // SAFETY: errno's location is always valid for the calling thread.
+    let saved = unsafe { *libc::__errno_location() };
     // SAFETY: `lim` is a valid out pointer.
-    if unsafe { libc::getrlimit(libc::RLIMIT_AS, &mut lim) } != 0
-        || lim.rlim_cur == libc::RLIM_INFINITY
-    {
-        return None;
-    }
-    Some((lim.rlim_cur / 8) as usize)
+    let ok = unsafe { libc::getrlimit(libc::RLIMIT_AS, &mut lim) } == 0;
+    // SAFETY: as above.
+    unsafe { *libc::__errno_location() = saved };
+    ok.then_some(lim.rlim_cur)
 }
 
 #[cfg(test)]

@@ -8,6 +8,18 @@
 //! The slot table is a bitmap under a spin lock: slots are taken when a thread first enters a
 //! region and given back when an exited thread's last block is freed, both rare.
 //!
+//! The address space is held in steps that grow with use: the first use finds room for every
+//! slot (one mapping, so that the range is free), keeps the first slot and gives the rest back;
+//! each further slot is mapped in place when a thread first needs it (`MAP_FIXED_NOREPLACE`,
+//! after a look at `RLIMIT_AS`). The kernel places other mappings from the top of a free range
+//! down and the slots grow from its bottom up, so the two meet only when the range is full.
+//! Everything in `[BASE, BASE + LEN)` stays mapped (a hole there could take a mapping of
+//! someone else's, which [`owns`] would call ours), so space is given back only at the top:
+//! when `RLIMIT_AS` falls below what is held ([`fit_address_limit`], from the preload
+//! library's `setrlimit` and `prlimit`, and from the next slot's acquisition), the slots above
+//! the last used one go, then the last used slot's tail above what its arena committed. The
+//! reservation then grows no more; threads that find no slot pass their allocations through.
+//!
 //! Safe code cannot get hold of an arena, whose owner-only state two threads could otherwise
 //! corrupt. Taking a slot is crate-private:
 //!
@@ -95,7 +107,10 @@ struct SlotTable {
     /// figures are already in `retired`.
     parked: [u16; WARM_MAX],
     n_parked: usize,
+    /// Slots mapped (the last one partly, after a trim).
     slots: usize,
+    /// Slots the first reservation found room for: `slots` grows up to this many.
+    max_slots: usize,
     /// Figures of arenas already released, so process totals never go backwards.
     retired: ArenaStats,
     init_failed: bool,
@@ -115,6 +130,7 @@ static TABLE: spin::mutex::SpinMutex<SlotTable, spin::relax::Yield> =
         parked: [0; WARM_MAX],
         n_parked: 0,
         slots: 0,
+        max_slots: 0,
         retired: ArenaStats::ZERO,
         init_failed: false,
     });
@@ -188,16 +204,111 @@ fn init_locked(table: &mut SlotTable, slot_size: usize, reserve_bytes: usize) ->
     while slots >= 1 {
         let len = slots * slot_size;
         if let Some(base) = os::reserve_aligned(len, slot_size) {
-            table.slots = slots;
+            // The range is free: keep its first slot, and map the others in place when they
+            // are needed (see the module docs).
+            if slots > 1 {
+                // SAFETY: the part of the mapping just made past its first slot, holding nothing.
+                unsafe { os::release(base + slot_size, len - slot_size) };
+            }
+            table.slots = 1;
+            table.max_slots = slots;
             SLOT_SHIFT.store(slot_size.trailing_zeros() as usize, Ordering::Relaxed);
             BASE.atomic().store(base, Ordering::Relaxed);
-            LEN.atomic().store(len, Ordering::Release);
+            LEN.atomic().store(slot_size, Ordering::Release);
             return true;
         }
         slots /= 2;
     }
     table.init_failed = true;
     false
+}
+
+/// Maps the next slot in place, when the first reservation had room for it, the reservation
+/// was never trimmed, and `RLIMIT_AS` leaves room for it: its index, else `None`.
+fn grow_locked(table: &mut SlotTable) -> Option<usize> {
+    if table.slots >= table.max_slots {
+        return None;
+    }
+    let size = slot_size();
+    let len = LEN.load(Ordering::Relaxed);
+    if os::address_space_budget().is_some_and(|budget| len + size > budget) {
+        return None;
+    }
+    let base = BASE.load(Ordering::Relaxed);
+    if !os::reserve_at(base + len, size) {
+        // Taken by another mapping: the reservation stays as it is.
+        table.max_slots = table.slots;
+        return None;
+    }
+    let i = table.slots;
+    table.slots += 1;
+    LEN.atomic().store(len + size, Ordering::Release);
+    Some(i)
+}
+
+/// Gives back address space when `RLIMIT_AS` is `limit` (or, with `None`, the limit in force)
+/// and the arenas hold more than their budget under it (an eighth): the slots above the last
+/// used one, then that slot's tail above what its arena committed. The reservation grows no
+/// more after a trim (see the module docs). Called before a limit is lowered (the preload
+/// library's `setrlimit` and `prlimit`) and on the way to a new arena, which sees a limit
+/// lowered any other way.
+pub fn fit_address_limit(limit: Option<u64>) {
+    if LEN.load(Ordering::Acquire) == 0 {
+        return;
+    }
+    let Some(limit) = limit.or_else(os::address_space_limit) else {
+        return;
+    };
+    let Some(budget) = os::budget_under(limit) else {
+        return;
+    };
+    let mut table = TABLE.lock();
+    fit_locked(&mut table, budget);
+}
+
+fn fit_locked(table: &mut SlotTable, budget: usize) {
+    let len = LEN.load(Ordering::Relaxed);
+    if len == 0 || len <= budget {
+        return;
+    }
+    let base = BASE.load(Ordering::Relaxed);
+    let size = slot_size();
+    table.max_slots = table.slots;
+    let Some(top) = (0..table.slots).rev().find(|&i| bit(&table.used, i)) else {
+        // No arena: everything goes, and no arena is made again.
+        LEN.atomic().store(0, Ordering::Release);
+        // SAFETY: the whole reservation, holding no arena.
+        unsafe { os::release(base, len) };
+        table.slots = 0;
+        table.init_failed = true;
+        return;
+    };
+    let keep = (top + 1) * size;
+    if keep < len {
+        LEN.atomic().store(keep, Ordering::Release);
+        // SAFETY: slots above the last used one, holding nothing; `LEN` no longer covers them.
+        unsafe { os::release(base + keep, len - keep) };
+        table.slots = top + 1;
+    }
+    if keep <= budget {
+        return;
+    }
+    // The last used slot's tail: its arena may grow at any time, without the lock. The limit
+    // first, then its reach (both sequentially consistent; `grow_commit` stores and loads them
+    // in the other order): whatever it commits from now on stays below what is kept.
+    let slot = base + top * size;
+    crate::arena::GROW_LIMIT.store(slot, Ordering::SeqCst);
+    // SAFETY: a used slot holds an arena, and its release needs the lock we hold.
+    let arena = unsafe { &*(slot as *const Arena) };
+    let end = crate::layout::align_up(arena.reach.load(Ordering::SeqCst), crate::layout::GRANULE)
+        .min(base + keep);
+    crate::arena::GROW_LIMIT.store(end, Ordering::SeqCst);
+    if end < base + keep {
+        LEN.atomic().store(end - base, Ordering::Release);
+        // SAFETY: past everything the last arena committed or is committing, holding nothing;
+        // `LEN` no longer covers it.
+        unsafe { os::release(end, base + keep - end) };
+    }
 }
 
 /// Takes a free slot and builds an arena in it. Reserves the address space on first use.
@@ -213,6 +324,14 @@ pub(crate) fn acquire_arena(
     if !init_locked(&mut table, slot_size, reserve_bytes) {
         ARENA_DENIED.fetch_add(1, Ordering::Relaxed);
         return None;
+    }
+    // A limit lowered since the last look (by a system call the preload library does not see).
+    if let Some(budget) = os::address_space_budget() {
+        fit_locked(&mut table, budget);
+        if LEN.load(Ordering::Relaxed) == 0 {
+            ARENA_DENIED.fetch_add(1, Ordering::Relaxed);
+            return None;
+        }
     }
     let slot_size = 1usize << SLOT_SHIFT.load(Ordering::Relaxed);
     let base = BASE.load(Ordering::Relaxed);
@@ -234,14 +353,14 @@ pub(crate) fn acquire_arena(
     if let Some(arena) = adopt_locked(&mut table, &cfg, false) {
         return Some(arena);
     }
-    for i in 0..table.slots {
-        if !bit(&table.used, i) {
-            // SAFETY: slot `i` is unused, aligned to `slot_size` and inside the reservation.
-            let arena = unsafe { Arena::create(base + i * slot_size, slot_size, cfg) }?;
-            set_bit(&mut table.used, i, true);
-            arena.slot_index.store(i, Ordering::Relaxed);
-            return Some(arena);
-        }
+    let free = (0..table.slots).find(|&i| !bit(&table.used, i));
+    if let Some(i) = free.or_else(|| grow_locked(&mut table)) {
+        // SAFETY: slot `i` is unused, aligned to `slot_size` and inside the reservation (the
+        // last one may be cut short by a trim: its arena's commits stop at `GROW_LIMIT`).
+        let arena = unsafe { Arena::create(base + i * slot_size, slot_size, cfg) }?;
+        set_bit(&mut table.used, i, true);
+        arena.slot_index.store(i, Ordering::Relaxed);
+        return Some(arena);
     }
     ARENA_DENIED.fetch_add(1, Ordering::Relaxed);
     None
@@ -471,7 +590,9 @@ pub fn trim_unowned() {
 unsafe fn free_slot_locked(table: &mut SlotTable, arena: &'static Arena) {
     let i = arena.slot_index.load(Ordering::Relaxed);
     let base = arena.slot_base();
-    let size = 1usize << SLOT_SHIFT.load(Ordering::Relaxed);
+    // The mapped part of the slot (the last one may have been cut short by a trim).
+    let size = (1usize << SLOT_SHIFT.load(Ordering::Relaxed))
+        .min(BASE.load(Ordering::Relaxed) + LEN.load(Ordering::Relaxed) - base);
     let committed_end = arena.committed_end();
     // SAFETY: obligation: nothing in the slot is live, and we hold the table lock so no stats
     // reader is looking at the arena while its memory goes away.

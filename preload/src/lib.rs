@@ -9,6 +9,8 @@
 //!   where it is not the assembly one), `cfree`, and the `free` every other module calls;
 //! * `glibc_compat.rs`: glibc's extensions (`__libc_*`, `mallinfo2`, `malloc_trim`, reports);
 //! * `realloc.rs`: the `realloc` family;
+//! * `limits.rs`: `setrlimit` and `prlimit`, which give address space back before `RLIMIT_AS`
+//!   falls;
 //! * `entry_x86_64.rs`: all of the library's assembly: the `malloc` and `free` entry points,
 //!   the site stubs, the `dlsym` override;
 //! * `malloc.rs`: the Rust paths of the malloc family (and the Rust twin of `free`);
@@ -40,6 +42,7 @@ mod entry;
 mod entry_x86_64;
 mod give_back;
 mod glibc_compat;
+mod limits;
 mod malloc;
 mod real;
 mod realloc;

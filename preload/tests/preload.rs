@@ -243,6 +243,99 @@ fn fork_inside_a_region() {
     assert!(text(&out.stdout).contains("child ok"));
 }
 
+/// A program that lowers `RLIMIT_AS` after the library reserved its address space (the first
+/// region, the first allocation in process mode), with `setrlimit` or `prlimit`, then creates
+/// threads and allocates large blocks outside regions: it runs as it does under glibc alone,
+/// and maps no more than its limit (the library gave back what it held beyond its budget).
+#[test]
+fn a_limit_lowered_after_the_reservation_leaves_the_program_its_address_space() {
+    let exe = compile("rlimit_after");
+    for how in ["setrlimit", "prlimit"] {
+        for mode in ["off", "on", "process"] {
+            let mut cmd = Command::new("timeout");
+            cmd.arg("60").arg(&exe).arg(how);
+            let out = preloaded(cmd, &[("RESIZEALLOC_REGION", mode)]);
+            assert_ok(&out, &format!("rlimit_after.c ({how}, {mode} mode)"));
+        }
+    }
+}
+
+/// `fork` from a signal handler that interrupts `fork` (glibc's `tst-mallocfork2`): the
+/// library's fork handlers run nested inside themselves on one thread, and must neither wait for
+/// a lock the interrupted `fork` holds nor release one it still needs. In every mode, with the
+/// loop outside and inside a region, the program runs to its end.
+#[test]
+fn fork_in_a_signal_handler_that_interrupts_fork_never_hangs() {
+    let exe = compile("fork_in_signal");
+    for mode in ["on", "process", "off"] {
+        for place in ["outside", "region"] {
+            let mut cmd = Command::new("timeout");
+            cmd.args(["60"]).arg(&exe).args(["1500", place]);
+            let out = preloaded(cmd, &[("RESIZEALLOC_REGION", mode)]);
+            assert_ok(&out, &format!("fork_in_signal.c ({mode} mode, {place})"));
+        }
+    }
+}
+
+/// Every entry point of the malloc family sets `errno` as glibc does, on every failure (huge
+/// requests, overflows, bad alignments, real exhaustion under `RLIMIT_AS`) and leaves it alone
+/// where glibc does (`free`, successes): `errno_contract.c` prints what each call returned and
+/// what `errno` then held, and its lines under the library, in every mode, inside and outside
+/// a region, must be glibc's.
+#[test]
+fn errno_after_each_entry_point_and_failure_is_glibcs() {
+    let exe = compile_as("errno_contract", "errno_contract", false);
+    let plain = Command::new(&exe).args(["rlimit"]).output().expect("spawn");
+    assert_ok_status(&plain, "errno_contract.c under glibc alone");
+    let reference = text(&plain.stdout);
+    assert!(reference.lines().count() > 50, "{reference}");
+    for (mode, args) in [
+        ("on", &["region", "rlimit"][..]),
+        ("on", &["rlimit"][..]),
+        ("process", &["rlimit"][..]),
+    ] {
+        let mut cmd = Command::new(&exe);
+        cmd.args(args);
+        let out = preloaded(cmd, &[("RESIZEALLOC_REGION", mode)]);
+        assert_ok_status(&out, &format!("errno_contract.c ({mode} mode, {args:?})"));
+        let got = text(&out.stdout);
+        for (g, r) in got.lines().zip(reference.lines()) {
+            assert_eq!(g, r, "{mode} mode, {args:?}: differs from glibc");
+        }
+        assert_eq!(
+            got.lines().count(),
+            reference.lines().count(),
+            "{mode} mode, {args:?}"
+        );
+    }
+}
+
+/// `mallinfo2`'s `uordblks`, the bytes in use, follows what the program allocates and frees
+/// whoever serves the blocks (the arena in a region, the small-block heap in process mode),
+/// as under glibc alone; `hblkhd` stays glibc's mmapped bytes.
+#[test]
+fn mallinfo_counts_the_librarys_blocks_in_use() {
+    let exe = compile_as("mallinfo_counts", "mallinfo_counts", false);
+    let plain = Command::new(&exe).output().expect("spawn");
+    assert_ok_status(&plain, "mallinfo_counts.c under glibc alone");
+    for (mode, args) in [("on", &["region"][..]), ("process", &[][..])] {
+        let mut cmd = Command::new(&exe);
+        cmd.args(args);
+        let out = preloaded(cmd, &[("RESIZEALLOC_REGION", mode)]);
+        assert_ok_status(&out, &format!("mallinfo_counts.c ({mode} mode)"));
+    }
+}
+
+fn assert_ok_status(out: &std::process::Output, what: &str) {
+    assert!(
+        out.status.success(),
+        "{what}: {:?}\nstdout:\n{}\nstderr:\n{}",
+        out.status,
+        text(&out.stdout),
+        text(&out.stderr)
+    );
+}
+
 #[test]
 fn double_free_aborts_with_glibcs_message() {
     assert_double_free_abort("double_free");

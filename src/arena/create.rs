@@ -199,6 +199,7 @@ impl Arena {
             walk_steps: Cell::new(WALK_STEPS_SHORT),
             cap_end: Cell::new(cap_end),
             committed_end: Cell::new(committed_end),
+            reach: AtomicUsize::new(committed_end),
             used_end: Cell::new(data_start),
             slot_end,
             origin: Cell::new(data_start),

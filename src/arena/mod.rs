@@ -104,6 +104,7 @@ pub use observe::ArenaStats;
 pub use orphan::WARM_BYTES;
 pub use predict::{bytes_sent_to_next, Predicted};
 pub use reset::{resize_policy, PEAK_HISTORY};
+pub(crate) use run::GROW_LIMIT;
 
 use core::cell::Cell;
 use core::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
@@ -297,6 +298,11 @@ pub struct Arena {
     walk_steps: Cell<usize>,
     cap_end: Cell<usize>,
     committed_end: Cell<usize>,
+    /// How far the owner has committed or is about to: `committed_end`, or more while a commit
+    /// is in flight (stored before the `mprotect`, see `grow_commit`). The one field of the run
+    /// another thread reads: the reservation's trim under a falling `RLIMIT_AS` keeps
+    /// everything below it. Invariant: at least `committed_end`.
+    pub(crate) reach: AtomicUsize,
     /// Highest `run_end` ever: granules past it were never used.
     used_end: Cell<usize>,
     slot_end: usize,

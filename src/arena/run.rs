@@ -2,9 +2,14 @@
 //! out, how it is extended past granules that hold nothing live, and where the fast paths'
 //! `limit` comes from.
 
-use core::sync::atomic::Ordering;
+use core::sync::atomic::{AtomicUsize, Ordering};
 
 use super::Arena;
+
+/// The highest address any arena may commit up to: no limit until a falling `RLIMIT_AS` makes
+/// the reservation give back the top slot's tail (`reservation::fit_address_limit`), which
+/// stores the slot's start here first and then keeps what the slot's arena `reach`es.
+pub(crate) static GROW_LIMIT: AtomicUsize = AtomicUsize::new(usize::MAX);
 use crate::layout::{align_up, GRANULE, HEADER, MIN_ALIGN};
 use crate::os;
 
@@ -208,12 +213,20 @@ impl Arena {
         let want = align_up(need_end.max(committed_end + step), GRANULE).min(self.slot_end);
         let exact = align_up(need_end, GRANULE);
         for target in [want, exact] {
+            // The reach first, then the limit (both sequentially consistent, as the trim's
+            // stores and loads in the other order): either the trim sees this reach and keeps
+            // the range, or this sees its limit and does not commit past it.
+            self.reach.store(target, Ordering::SeqCst);
+            if target > GROW_LIMIT.load(Ordering::SeqCst) {
+                continue;
+            }
             // SAFETY: `[committed_end, target)` is granule aligned and inside our slot.
             if unsafe { os::commit(committed_end, target - committed_end) } {
                 self.set_committed_end(target);
                 return true;
             }
         }
+        self.reach.store(committed_end, Ordering::SeqCst);
         false
     }
 

@@ -1,5 +1,11 @@
 //! The page pool: the one reservation all pages come from, committed a step at a time, and
 //! the pages that go back to it (kept warm, or given back to the kernel).
+//!
+//! The reservation's address space is held in steps too, as the arenas' is (see
+//! `reservation.rs`): the first use finds a free range of [`RESERVE`] bytes and keeps
+//! [`MAP_STEP`] of it; the rest is mapped in place a step at a time as pages are needed, and
+//! when `RLIMIT_AS` falls below what is held, everything past the committed part goes back
+//! ([`fit_address_limit`]) and the reservation grows no more.
 
 use core::ptr;
 use core::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
@@ -12,6 +18,8 @@ use crate::os;
 pub const RESERVE: usize = 16 << 30;
 /// Bytes committed at a time at the end of the used part of the reservation.
 const COMMIT_STEP: usize = 1 << 20;
+/// Bytes of address space mapped at a time at the end of the reservation.
+const MAP_STEP: usize = 16 << 20;
 
 /// Empty pages the pool keeps resident for the next heap that needs one (see `Pool::warm`):
 /// at most 4 MiB.
@@ -21,7 +29,8 @@ pub const WARM_PAGES: usize = 64;
 
 /// Start of the page reservation; 0 until it exists.
 static BASE: AtomicUsize = AtomicUsize::new(0);
-/// Its length; 0 until it exists (published last, with Release).
+/// Its mapped length; 0 until it exists (published last, with Release). Grows a step at a
+/// time; shrinks only to what is committed, under a falling `RLIMIT_AS`.
 static LEN: AtomicUsize = AtomicUsize::new(0);
 /// Bytes committed from its start (`Pool::committed`, for readers without the lock).
 static COMMITTED: AtomicUsize = AtomicUsize::new(0);
@@ -45,6 +54,8 @@ pub(super) struct Pool {
     pub(super) warm: [u32; WARM_PAGES],
     pub(super) n_warm: usize,
     pub(super) init_failed: bool,
+    /// Bytes the first reservation found room for: `LEN` grows up to this much.
+    pub(super) max_len: usize,
 }
 
 pub(super) static POOL: spin::Mutex<Pool> = spin::Mutex::new(Pool {
@@ -55,6 +66,7 @@ pub(super) static POOL: spin::Mutex<Pool> = spin::Mutex::new(Pool {
     warm: [0; WARM_PAGES],
     n_warm: 0,
     init_failed: false,
+    max_len: 0,
 });
 
 /// Figures for `stats`.
@@ -74,6 +86,12 @@ pub fn owns(p: *const u8) -> bool {
 /// one (zero for a page never used).
 pub(super) fn committed(p: *const u8) -> bool {
     (p as usize).wrapping_sub(BASE.load(Ordering::Relaxed)) < COMMITTED.load(Ordering::Acquire)
+}
+
+/// The committed part of the reservation: `(base, bytes)`, page headers all of it.
+pub(super) fn committed_range() -> (usize, usize) {
+    let len = COMMITTED.load(Ordering::Acquire);
+    (BASE.load(Ordering::Relaxed), len)
 }
 
 #[inline(always)]
@@ -101,9 +119,14 @@ fn init_locked(pool: &mut Pool) -> bool {
                 unsafe { os::release(base, len) };
                 break;
             }
+            // The range is free: keep its first step, map the rest when it is needed.
+            let keep = MAP_STEP.min(len);
+            // SAFETY: the part of the mapping just made past `keep`, holding nothing.
+            unsafe { os::release(base + keep, len - keep) };
+            pool.max_len = len;
             crate::mode::watch_slab_frees();
             BASE.store(base, Ordering::Relaxed);
-            LEN.store(len, Ordering::Release);
+            LEN.store(keep, Ordering::Release);
             return true;
         }
         len /= 2;
@@ -142,10 +165,13 @@ pub(super) fn take_page() -> *mut Page {
         w += 1;
     }
     pool.hint = words;
-    let len = LEN.load(Ordering::Relaxed);
+    let mut len = LEN.load(Ordering::Relaxed);
     let at = pool.fresh * PAGE_SIZE;
     if at + PAGE_SIZE > len {
-        return ptr::null_mut();
+        if !grow_locked(&mut pool, base, len) {
+            return ptr::null_mut();
+        }
+        len = LEN.load(Ordering::Relaxed);
     }
     if at + PAGE_SIZE > pool.committed {
         let step = COMMIT_STEP.min(len - pool.committed);
@@ -159,6 +185,53 @@ pub(super) fn take_page() -> *mut Page {
     pool.fresh += 1;
     PAGES_IN_USE.fetch_add(1, Ordering::Relaxed);
     (base + at) as *mut Page
+}
+
+/// Maps the next step of the reservation in place, unless the first reservation had no room
+/// for it, it was trimmed, or `RLIMIT_AS` leaves no room (the budget `init_locked` uses).
+fn grow_locked(pool: &mut Pool, base: usize, len: usize) -> bool {
+    let step = MAP_STEP.min(pool.max_len.saturating_sub(len));
+    if step == 0 || os::address_space_budget().is_some_and(|b| len + step > b / 2) {
+        return false;
+    }
+    if !os::reserve_at(base + len, step) {
+        pool.max_len = len; // taken by another mapping: the reservation stays as it is
+        return false;
+    }
+    LEN.store(len + step, Ordering::Release);
+    true
+}
+
+/// Gives back the reservation's address space past its committed part when `RLIMIT_AS` is
+/// `limit` (`None`: the limit in force) and the pool holds more than its budget under it;
+/// the reservation grows no more afterwards. Called before a limit is lowered (the preload
+/// library's `setrlimit` and `prlimit`); a limit lowered otherwise is seen when the next step
+/// would be mapped.
+pub fn fit_address_limit(limit: Option<u64>) {
+    if LEN.load(Ordering::Acquire) == 0 {
+        return;
+    }
+    let Some(limit) = limit.or_else(os::address_space_limit) else {
+        return;
+    };
+    let Some(budget) = os::budget_under(limit) else {
+        return;
+    };
+    let mut pool = POOL.lock();
+    let len = LEN.load(Ordering::Relaxed);
+    if len <= budget / 2 {
+        return;
+    }
+    let base = BASE.load(Ordering::Relaxed);
+    // Committed memory stays (its pages may hold blocks); a reservation with nothing committed
+    // keeps one page, so that it still exists (`LEN` 0 would mean "not made yet").
+    let keep = pool.committed.max(PAGE_SIZE).min(len);
+    pool.max_len = keep;
+    if keep < len {
+        LEN.store(keep, Ordering::Release);
+        // SAFETY: past the committed part, holding nothing; `LEN` no longer covers it.
+        unsafe { os::release(base + keep, len - keep) };
+    }
 }
 
 /// Returns a page to the pool: kept warm while there is room (see `Pool::warm`), else its
