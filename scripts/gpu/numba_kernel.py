@@ -2,14 +2,14 @@
 # "resize"; RESIZEALLOC_LIB names the library), or from Numba's own allocator. The python/
 # package has the real plugin; this minimal one is for the GPU check only.
 import ctypes, sys, time
-from gpu_env import need, no_device, resize_lib
+from gpu_env import first_device_call, need, no_device, resize_lib
 
 np = need("numpy", "numpy")
 cuda = need("numba.cuda", "numba-cuda")
 
 mode = sys.argv[1] if len(sys.argv) > 1 else "numba"
 # The driver, without a context (the memory manager must be set before one is created).
-if not cuda.is_available():
+if not first_device_call("numba.cuda.is_available()", cuda.is_available):
     no_device("numba.cuda.is_available()", getattr(cuda, "cuda_error", lambda: None)() or "no CUDA driver or device")
 if mode == "resize":
     from numba.cuda import HostOnlyCUDAMemoryManager, MemoryPointer, GetIpcHandleMixin
