@@ -72,7 +72,7 @@ for rel in 13.5 13.0; do
       args=()
       [ "$name" = capture_ipc_pressure ] && args=(capture global)
       rc=0
-      got=$(LD_LIBRARY_PATH="${stub:-}:$T/lib" timeout 20 "$exe" "${args[@]}" 2>&1) || rc=$?
+      got=$(LD_LIBRARY_PATH="${stub:+$stub:}$T/lib" timeout 20 "$exe" "${args[@]}" 2>&1) || rc=$?
       if [ $rc -ne 3 ] || [[ $got != NO_DEVICE* ]] || [ "$(echo "$got" | wc -l)" -ne 1 ]; then
         fail "CUDA $rel: ${name}_$rt without a device: exit $rc, not 3 with one NO_DEVICE line: $got"
       fi
