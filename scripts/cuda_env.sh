@@ -28,7 +28,8 @@ venv() { # name, pinned packages... (--no-deps: exactly these, dependencies list
   echo "cuda_env: installing $* into $dir"
   rm -rf "$dir"
   "$PY" -m venv "$dir"
-  "$dir/bin/python" -m pip install -q --disable-pip-version-check --no-deps "$@"
+  # --no-compile: most of these modules are never imported here; those that are compile then.
+  "$dir/bin/python" -m pip install -q --disable-pip-version-check --no-deps --no-compile "$@"
 }
 
 toolkit() { # release, pinned packages...
