@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
 # GPU check for the device pool, in one call on a machine with an NVIDIA GPU, the CUDA toolkit,
 # PyTorch, CuPy and cuda-python, and no cargo: it uses the libresizealloc.so built beforehand
-# (`cargo build --release -p resizealloc-preload`, then carry target/release).
+# (`cargo build --release -p resizealloc-preload`, then carry target/release; RESIZEALLOC_SO
+# names another build).
 #
 #   bash scripts/gpu-check.sh            # results in $OUT (or target/gpu)/gpu-results.md
+#   bash scripts/gpu-check.sh --dry-run  # the same on a machine without a GPU (see below)
 #
 # 1. builds scripts/gpu/alloc_bench.cu with nvcc, with shared and with static cudart;
 # 2. runs each plainly and under LD_PRELOAD=libresizealloc.so RESIZEALLOC_REGION=process:
@@ -22,16 +24,36 @@
 #    MemoryResource over resize_device_allocate (vs CuPy's cp.empty(10)), a Numba kernel through
 #    an external memory manager (vs Numba's own).
 # Designed for one call of at most 8 minutes (each step has its own timeout); every part
-# reports on its own and a failure does not stop the others (the exit status is 1 if any part
-# failed).
+# reports on its own and a failure does not stop the others. Each program run is a step with
+# its own line under "## Steps" in the results: ok, no device (the program's first device call
+# found no driver or no device: it exits with 3 and a NO_DEVICE line), not installed (the Python
+# package it needs is missing: skipped), or FAILED. The exit status is 1 if a build or a step
+# failed; here "no device" is a failure too.
+#
+# --dry-run: the same steps on a machine without a GPU (scripts/gpu_build_check.sh runs it in
+# CI): every build must succeed, and every step runs up to its first device call, where "no
+# device" is the expected answer; it takes seconds. The results file has its final form, with
+# "no device" in place of the numbers. Anything else (a build error, a traceback, a timeout) is
+# a failure, as in the real run.
 set -u
 cd "$(dirname "$0")/.."
+DRY=0
+case "${1:-}" in
+  "") ;;
+  --dry-run) DRY=1 ;;
+  *) echo "usage: bash scripts/gpu-check.sh [--dry-run]"; exit 2 ;;
+esac
 OUTDIR=${OUT:-target/gpu}
-mkdir -p "$OUTDIR" target/gpu
-LIB=$PWD/target/release/libresizealloc.so
+W=target/gpu # programs and each step's output
+mkdir -p "$OUTDIR" "$W"
+LIB=${RESIZEALLOC_SO:-$PWD/target/release/libresizealloc.so}
+case "$LIB" in /*) ;; *) LIB=$PWD/$LIB ;; esac
 RES=$OUTDIR/gpu-results.md
 LOG=$OUTDIR/gpu-check.log
+STEPS=$OUTDIR/gpu-steps.txt
 : >"$LOG"
+: >"$STEPS"
+rm -f "$W"/*.out "$W"/*.status
 status=0
 fail() { echo "FAILED: $*" | tee -a "$LOG"; status=1; }
 
@@ -45,36 +67,94 @@ fi
 GPU=$(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader 2>/dev/null | head -1)
 CUDA_V=$(nvcc --version 2>/dev/null | sed -n 's/.*release \([0-9.]*\).*/\1/p')
 {
-  echo "# GPU check: $(date -u +%Y-%m-%d) on ${GPU:-unknown GPU}, CUDA ${CUDA_V:-?}"
+  if [ $DRY = 1 ]; then
+    echo "# GPU check, dry run: $(date -u +%Y-%m-%d) on ${GPU:-no GPU}, CUDA ${CUDA_V:-?}"
+    echo
+    echo "Every step ran up to its first device call; \"no device\" stands where a GPU gives numbers."
+  else
+    echo "# GPU check: $(date -u +%Y-%m-%d) on ${GPU:-unknown GPU}, CUDA ${CUDA_V:-?}"
+  fi
   echo
 } >"$RES"
 
-# ---- 1+2: the CUDA program, shared and static cudart, plain and under the library
-for rt in shared static; do
-  if ! nvcc -O2 -cudart $rt -o target/gpu/alloc_bench_$rt scripts/gpu/alloc_bench.cu >>"$LOG" 2>&1; then
-    fail "nvcc -cudart $rt"; continue
+# step ID TIMEOUT [VAR=value...] COMMAND...: runs one program; its stdout goes to $W/ID.out,
+# its outcome to $W/ID.status and a line of $STEPS.
+step() {
+  local id=$1 secs=$2; shift 2
+  local rc=0 outcome
+  timeout "$secs" env "$@" >"$W/$id.out" 2>"$W/$id.err" || rc=$?
+  cat "$W/$id.err" >>"$LOG"
+  if [ $rc -eq 0 ]; then
+    outcome="ok"
+  elif [ $rc -eq 3 ] && grep -q '^NO_DEVICE' "$W/$id.out"; then
+    outcome="no device ($(grep -m1 '^NO_DEVICE' "$W/$id.out" | cut -c11-))"
+  elif [ $rc -eq 127 ] && grep -q 'libcuda.so.1: cannot open shared object file' "$W/$id.err"; then
+    outcome="no device (no driver: libcuda.so.1 not found)"
+  elif [ $rc -eq 4 ]; then
+    outcome="not installed ($PKG)"
+  elif [ $rc -eq 124 ] || [ $rc -eq 137 ]; then
+    outcome="FAILED (timed out after ${secs}s)"
+  else
+    outcome="FAILED (exit $rc: $( (grep -h -m1 -e '^FAIL' -e 'Error' "$W/$id.out" "$W/$id.err"; tail -n1 "$W/$id.err") | head -1 | cut -c1-200))"
   fi
-done
-run_bench() { # name, env...
-  local name=$1; shift
-  timeout 60 env "$@" "target/gpu/alloc_bench_$name" 20000 >"target/gpu/out.$name.$RUN" 2>>"$LOG" || fail "alloc_bench $name ($RUN)"
+  echo "$outcome" >"$W/$id.status"
+  echo "- step $id: $outcome" >>"$STEPS"
+  case "$outcome" in
+    ok|"not installed"*) ;;
+    "no device"*) [ $DRY = 1 ] || fail "$id: $outcome" ;;
+    *) fail "$id: $outcome" ;;
+  esac
 }
+# ok ID: whether step ID ran through.
+ok() { [ "$(cat "$W/$1.status" 2>/dev/null)" = ok ]; }
+# cell ID AWK-PROGRAM: the value the program prints from step ID's output, or the step's outcome.
+cell() {
+  if ok "$1"; then
+    local v; v=$(awk "$2" "$W/$1.out")
+    echo "${v:-n/a}"
+  else
+    sed 's/ (.*//' "$W/$1.status" 2>/dev/null || echo "not run"
+  fi
+}
+# build NAME NVCC-ARGS...: one program, logged; its own line of $STEPS.
+build() {
+  local name=$1; shift
+  if ! command -v nvcc >/dev/null; then
+    echo "- build $name: FAILED (nvcc not found)" >>"$STEPS"; fail "build $name: nvcc not found"; return
+  fi
+  if nvcc "$@" >"$W/build-$name.log" 2>&1; then
+    echo "- build $name: ok" >>"$STEPS"
+  else
+    echo "- build $name: FAILED (nvcc $*)" >>"$STEPS"; fail "nvcc $*"
+  fi
+  cat "$W/build-$name.log" >>"$LOG"
+}
+PY=${PYTHON:-$(command -v python3 || command -v python)}
+
+# ---- 1: the CUDA programs, built side by side
+rm -f "$W"/alloc_bench_shared "$W"/alloc_bench_static "$W"/capture_ipc_pressure
+build alloc_bench_shared -O2 -cudart shared -o "$W/alloc_bench_shared" scripts/gpu/alloc_bench.cu &
+build alloc_bench_static -O2 -cudart static -o "$W/alloc_bench_static" scripts/gpu/alloc_bench.cu &
+build capture_ipc_pressure -O2 -o "$W/capture_ipc_pressure" scripts/gpu/capture_ipc_pressure.cu -lcuda &
+wait
+grep -q ': FAILED' "$STEPS" && status=1
+
+# ---- 2: alloc_bench, shared and static cudart, plain and under the library
+for rt in shared static; do
+  [ -x "$W/alloc_bench_$rt" ] || continue
+  step "alloc_bench_$rt" 60 RESIZEALLOC_UNUSED=1 "$W/alloc_bench_$rt" 20000
+  step "alloc_bench_${rt}_pooled" 60 LD_PRELOAD="$LIB" RESIZEALLOC_REGION=process RESIZEALLOC_STATS=1 "$W/alloc_bench_$rt" 20000
+done
 {
   echo "## cudaMalloc / cudaFree (host time per operation)"
   echo
   echo "| measure | shared cudart | shared + resizealloc | static cudart | static + resizealloc |"
   echo "|---|---:|---:|---:|---:|"
 } >>"$RES"
-for rt in shared static; do
-  [ -x target/gpu/alloc_bench_$rt ] || continue
-  RUN=plain run_bench $rt RESIZEALLOC_UNUSED=1
-  RUN=pooled run_bench $rt LD_PRELOAD="$LIB" RESIZEALLOC_REGION=process RESIZEALLOC_STATS=1
-done
 for m in correctness pair_10B bare_sync alloc_free_sync_10B alloc_free_sync_10B_vs_bare alloc_free_sync_1MiB alloc_free_sync_1MiB_vs_bare alloc_free_sync_64MiB alloc_free_sync_64MiB_vs_bare async_pair_4KiB; do
   row="| $m |"
-  for f in shared.plain shared.pooled static.plain static.pooled; do
-    v=$(awk -v m="$m" '$1=="RESULT" && $2==m {print $3" "$4}' "target/gpu/out.$f" 2>/dev/null)
-    row="$row ${v:-n/a} |"
+  for id in alloc_bench_shared alloc_bench_shared_pooled alloc_bench_static alloc_bench_static_pooled; do
+    row="$row $(cell $id "\$1==\"RESULT\" && \$2==\"$m\" {print \$3\" \"\$4}") |"
   done
   echo "$row" >>"$RES"
 done
@@ -85,107 +165,101 @@ echo "Targets: pair <= 100 ns host time; alloc+free+sync <= 1.1 x a bare sync (t
 echo >>"$RES"
 
 # ---- 3: PyTorch
-PY=$(command -v python3 || command -v python)
-if "$PY" -c "import torch; assert torch.cuda.is_available()" >>"$LOG" 2>&1; then
-  t_cache=$(timeout 120 "$PY" scripts/gpu/torch_loop.py 300 2>>"$LOG") || fail "torch caching"
-  t_nocache=$(PYTORCH_NO_CUDA_MEMORY_CACHING=1 timeout 120 "$PY" scripts/gpu/torch_loop.py 300 2>>"$LOG") || fail "torch no caching"
-  t_pool=$(PYTORCH_NO_CUDA_MEMORY_CACHING=1 LD_PRELOAD="$LIB" RESIZEALLOC_REGION=process timeout 120 "$PY" scripts/gpu/torch_loop.py 300 2>>"$LOG") || fail "torch under resizealloc"
-  t_plugin=$(RESIZEALLOC_LIB="$LIB" timeout 90 "$PY" scripts/gpu/torch_plugin.py 300 2>>"$LOG") || fail "torch through CUDAPluggableAllocator"
-  get() { echo "$1" | awk -v k="$2" '$2==k {print $3}'; }
-  {
-    echo "## PyTorch training loop (300 steps, MLP 1024-2048-2048-10, batch 256)"
-    echo
-    echo "| allocator | us per step | final loss |"
-    echo "|---|---:|---:|"
-    echo "| torch caching allocator | $(get "$t_cache" torch_step) | $(get "$t_cache" torch_loss) |"
-    echo "| PYTORCH_NO_CUDA_MEMORY_CACHING=1 | $(get "$t_nocache" torch_step) | $(get "$t_nocache" torch_loss) |"
-    echo "| same, under libresizealloc.so (process mode) | $(get "$t_pool" torch_step) | $(get "$t_pool" torch_loss) |"
-    echo "| libresizealloc.so through CUDAPluggableAllocator (no LD_PRELOAD) | $(get "$t_plugin" torch_step) | $(get "$t_plugin" torch_loss) |"
-    echo
-    echo "Targets: the LD_PRELOAD row within 1.3 x the first; the plug-in row within 1.1 x the first."
-    echo
-  } >>"$RES"
-  [ "$(get "$t_nocache" torch_loss)" = "$(get "$t_pool" torch_loss)" ] || fail "torch loss differs under the library"
-  [ "$(get "$t_cache" torch_loss)" = "$(get "$t_plugin" torch_loss)" ] || fail "torch loss differs through the plug-in"
-else
-  echo "PyTorch with CUDA not available: skipped" >>"$RES"
+PKG=torch
+step torch_caching 120 "$PY" scripts/gpu/torch_loop.py 300
+step torch_no_caching 120 PYTORCH_NO_CUDA_MEMORY_CACHING=1 "$PY" scripts/gpu/torch_loop.py 300
+step torch_no_caching_pooled 120 PYTORCH_NO_CUDA_MEMORY_CACHING=1 LD_PRELOAD="$LIB" RESIZEALLOC_REGION=process "$PY" scripts/gpu/torch_loop.py 300
+step torch_plugin 90 RESIZEALLOC_LIB="$LIB" "$PY" scripts/gpu/torch_plugin.py 300
+get() { cell "$1" "\$2==\"$2\" {print \$3}"; }
+{
+  echo "## PyTorch training loop (300 steps, MLP 1024-2048-2048-10, batch 256)"
+  echo
+  echo "| allocator | us per step | final loss |"
+  echo "|---|---:|---:|"
+  echo "| torch caching allocator | $(get torch_caching torch_step) | $(get torch_caching torch_loss) |"
+  echo "| PYTORCH_NO_CUDA_MEMORY_CACHING=1 | $(get torch_no_caching torch_step) | $(get torch_no_caching torch_loss) |"
+  echo "| same, under libresizealloc.so (process mode) | $(get torch_no_caching_pooled torch_step) | $(get torch_no_caching_pooled torch_loss) |"
+  echo "| libresizealloc.so through CUDAPluggableAllocator (no LD_PRELOAD) | $(get torch_plugin torch_step) | $(get torch_plugin torch_loss) |"
+  echo
+  echo "Targets: the LD_PRELOAD row within 1.3 x the first; the plug-in row within 1.1 x the first."
+  echo
+} >>"$RES"
+if ok torch_no_caching && ok torch_no_caching_pooled; then
+  [ "$(get torch_no_caching torch_loss)" = "$(get torch_no_caching_pooled torch_loss)" ] || fail "torch loss differs under the library"
+fi
+if ok torch_caching && ok torch_plugin; then
+  [ "$(get torch_caching torch_loss)" = "$(get torch_plugin torch_loss)" ] || fail "torch loss differs through the plug-in"
 fi
 
 # ---- 4: cuda.core
-if "$PY" -c "import cuda.core" >>"$LOG" 2>&1; then
-  c_plain=$(timeout 60 "$PY" scripts/gpu/cuda_core_alloc.py 2000 2>>"$LOG") || fail "cuda.core plain"
-  c_pool=$(LD_PRELOAD="$LIB" RESIZEALLOC_REGION=process timeout 60 "$PY" scripts/gpu/cuda_core_alloc.py 2000 2>>"$LOG") || fail "cuda.core under resizealloc"
-  {
-    echo "## cuda.core DeviceMemoryResource.allocate(10) + close + sync"
-    echo
-    echo "| | ns per iteration |"
-    echo "|---|---:|"
-    echo "| plain | $(echo "$c_plain" | awk '$2=="cuda_core_alloc_sync" {print $3}') |"
-    echo "| under libresizealloc.so | $(echo "$c_pool" | awk '$2=="cuda_core_alloc_sync" {print $3}') |"
-    echo
-    echo "(cuda.core allocates with cuMemAllocFromPoolAsync, which the library serves unless the pool is IPC-exportable.)"
-  } >>"$RES"
-else
-  echo "cuda.core not available: skipped" >>"$RES"
-fi
+PKG=cuda.core
+step cuda_core 60 "$PY" scripts/gpu/cuda_core_alloc.py 2000
+step cuda_core_pooled 60 LD_PRELOAD="$LIB" RESIZEALLOC_REGION=process "$PY" scripts/gpu/cuda_core_alloc.py 2000
+{
+  echo "## cuda.core DeviceMemoryResource.allocate(10) + close + sync"
+  echo
+  echo "| | ns per iteration |"
+  echo "|---|---:|"
+  echo "| plain | $(get cuda_core cuda_core_alloc_sync) |"
+  echo "| under libresizealloc.so | $(get cuda_core_pooled cuda_core_alloc_sync) |"
+  echo
+  echo "(cuda.core allocates with cuMemAllocFromPoolAsync, which the library serves unless the pool is IPC-exportable.)"
+  echo
+} >>"$RES"
 
 # ---- 5: the real driver: capture, IPC, pressure
-if nvcc -O2 -o target/gpu/capture_ipc_pressure scripts/gpu/capture_ipc_pressure.cu -lcuda >>"$LOG" 2>&1; then
-  {
-    echo "## Graph capture, IPC, memory pressure (scripts/gpu/capture_ipc_pressure.cu)"
-    echo
-    echo "| check | plain | under libresizealloc.so (process mode) |"
-    echo "|---|---|---|"
-  } >>"$RES"
-  i10() { # label, args...
-    local label=$1; shift
-    local plain pooled
-    plain=$(timeout 60 target/gpu/capture_ipc_pressure "$@" 2>>"$LOG") || fail "capture_ipc_pressure $* (plain)"
-    pooled=$(LD_PRELOAD="$LIB" RESIZEALLOC_REGION=process RESIZEALLOC_STATS=1 timeout 60 target/gpu/capture_ipc_pressure "$@" 2>>"$LOG") || fail "capture_ipc_pressure $* (under the library)"
-    echo "$plain $pooled" | grep -h FAIL >>"$LOG" || true
-    echo "| $label | $(echo "$plain" | awk '$1=="RESULT" {printf "%s %s %s; ", $2, $3, $4}') | $(echo "$pooled" | awk '$1=="RESULT" {printf "%s %s %s; ", $2, $3, $4}') |" >>"$RES"
-  }
-  i10 "capture, global mode, 200 replays after reuse" capture global
-  i10 "capture, relaxed mode (cudaMalloc during it)" capture relaxed
-  i10 "IPC to a child process" ipc "$PWD/target/gpu/ipc-handle"
-  i10 "cuMemCreate of 60% after the pool cached 60%" pressure
-  # IPC outside regions (markers mode, no region): the driver's own allocation is shared.
-  ipc_markers=$(LD_PRELOAD="$LIB" timeout 60 target/gpu/capture_ipc_pressure ipc "$PWD/target/gpu/ipc-handle" 2>>"$LOG") || fail "capture_ipc_pressure ipc (markers mode)"
-  echo "| IPC, library loaded, outside regions (the workaround) | | $(echo "$ipc_markers" | awk '$1=="RESULT" {printf "%s %s %s; ", $2, $3, $4}') |" >>"$RES"
-  echo >>"$RES"
-else
-  fail "nvcc capture_ipc_pressure.cu"
-fi
+{
+  echo "## Graph capture, IPC, memory pressure (scripts/gpu/capture_ipc_pressure.cu)"
+  echo
+  echo "| check | plain | under libresizealloc.so (process mode) |"
+  echo "|---|---|---|"
+} >>"$RES"
+results() { cell "$1" '$1=="RESULT" {printf "%s %s %s; ", $2, $3, $4}'; }
+i10() { # id, label, args...
+  local id=$1 label=$2; shift 2
+  if [ -x "$W/capture_ipc_pressure" ]; then
+    step "$id" 60 "$W/capture_ipc_pressure" "$@"
+    step "${id}_pooled" 60 LD_PRELOAD="$LIB" RESIZEALLOC_REGION=process RESIZEALLOC_STATS=1 "$W/capture_ipc_pressure" "$@"
+    grep -h FAIL "$W/$id.out" "$W/${id}_pooled.out" >>"$LOG" || true
+  fi
+  echo "| $label | $(results "$id") | $(results "${id}_pooled") |" >>"$RES"
+}
+i10 capture_global "capture, global mode, 200 replays after reuse" capture global
+i10 capture_relaxed "capture, relaxed mode (cudaMalloc during it)" capture relaxed
+i10 ipc "IPC to a child process" ipc "$PWD/$W/ipc-handle"
+i10 pressure "cuMemCreate of 60% after the pool cached 60%" pressure
+# IPC outside regions (markers mode, no region): the driver's own allocation is shared.
+[ -x "$W/capture_ipc_pressure" ] && step ipc_markers 60 LD_PRELOAD="$LIB" "$W/capture_ipc_pressure" ipc "$PWD/$W/ipc-handle"
+echo "| IPC, library loaded, outside regions (the workaround) | | $(results ipc_markers) |" >>"$RES"
+echo >>"$RES"
 
 # ---- 6: plug-in entry points (no LD_PRELOAD)
-sec() { echo "$1" | awk -v k="$2" '$1=="RESULT" && $2==k {print $3}'; }
-if "$PY" -c "import cupy" >>"$LOG" 2>&1; then
-  c_cupy=$(timeout 60 "$PY" scripts/gpu/cupy_alloc.py cupy 2>>"$LOG") || fail "cupy (own pool)"
-  c_resize=$(RESIZEALLOC_LIB="$LIB" timeout 60 "$PY" scripts/gpu/cupy_alloc.py resize 2>>"$LOG") || fail "cupy through CFunctionAllocator"
-else
-  echo "CuPy not available: skipped" >>"$RES"
-fi
-if "$PY" -c "import cuda.core" >>"$LOG" 2>&1; then
-  c_core=$(RESIZEALLOC_LIB="$LIB" timeout 60 "$PY" scripts/gpu/cuda_core_resize.py 2>>"$LOG") || fail "cuda.core through resize_device_allocate"
-fi
-if "$PY" -c "import numba.cuda" >>"$LOG" 2>&1; then
-  n_own=$(timeout 90 "$PY" scripts/gpu/numba_kernel.py numba 2>>"$LOG") || fail "numba (own allocator)"
-  n_resize=$(RESIZEALLOC_LIB="$LIB" timeout 90 "$PY" scripts/gpu/numba_kernel.py resize 2>>"$LOG") || fail "numba through the EMM plugin"
-else
-  echo "Numba not available: skipped" >>"$RES"
-fi
+sec() { cell "$1" "\$1==\"RESULT\" && \$2==\"$2\" {print \$3}"; }
+PKG=cupy
+step cupy 60 "$PY" scripts/gpu/cupy_alloc.py cupy
+step cupy_plugin 60 RESIZEALLOC_LIB="$LIB" "$PY" scripts/gpu/cupy_alloc.py resize
+PKG=cuda.core
+step cuda_core_plugin 60 RESIZEALLOC_LIB="$LIB" "$PY" scripts/gpu/cuda_core_resize.py
+PKG=numba-cuda
+step numba 90 "$PY" scripts/gpu/numba_kernel.py numba
+step numba_plugin 90 RESIZEALLOC_LIB="$LIB" "$PY" scripts/gpu/numba_kernel.py resize
 {
   echo "## Plug-in entry points (library loaded with dlopen/ctypes, no LD_PRELOAD)"
   echo
   echo "| loop | framework's own allocator | libresizealloc.so plug-in |"
   echo "|---|---:|---:|"
-  echo "| CuPy cp.empty(10) + sync, ns | $(sec "${c_cupy:-}" cupy_empty10_sync_cupy) | $(sec "${c_resize:-}" cupy_empty10_sync_resize) |"
-  echo "| cuda.core allocate(10) + close + sync, ns (own: DeviceMemoryResource; compare with CuPy's) | $(sec "${c_plain:-}" cuda_core_alloc_sync) | $(sec "${c_core:-}" cuda_core_resize_alloc_sync) |"
-  echo "| Numba axpy on a fresh 4 MiB array per step, us | $(sec "${n_own:-}" numba_axpy_step_numba) | $(sec "${n_resize:-}" numba_axpy_step_resize) |"
+  echo "| CuPy cp.empty(10) + sync, ns | $(sec cupy cupy_empty10_sync_cupy) | $(sec cupy_plugin cupy_empty10_sync_resize) |"
+  echo "| cuda.core allocate(10) + close + sync, ns (own: DeviceMemoryResource; compare with CuPy's) | $(sec cuda_core cuda_core_alloc_sync) | $(sec cuda_core_plugin cuda_core_resize_alloc_sync) |"
+  echo "| Numba axpy on a fresh 4 MiB array per step, us | $(sec numba numba_axpy_step_numba) | $(sec numba_plugin numba_axpy_step_resize) |"
   echo
   echo "Target: cuda.core allocate(10) + sync through the plug-in <= 1.1 x CuPy's cp.empty(10) + sync (first row, left)."
   echo
 } >>"$RES"
 
+{
+  echo "## Steps"
+  echo
+  cat "$STEPS"
+} >>"$RES"
 cat "$RES"
 exit $status

@@ -7,6 +7,7 @@
 set -euo pipefail
 need=()
 command -v cc >/dev/null || need+=(gcc libc6-dev)
+command -v g++ >/dev/null || need+=(g++) # nvcc's host compiler (scripts/cuda_env.sh)
 command -v objcopy >/dev/null && command -v readelf >/dev/null && command -v objdump >/dev/null || need+=(binutils)
 command -v sqlite3 >/dev/null || need+=(sqlite3)
 command -v xz >/dev/null || need+=(xz-utils)
@@ -32,3 +33,6 @@ fi
 command -v cargo >/dev/null || { echo "setup: cargo not found (install Rust with rustup)"; exit 1; }
 # Python package: target/py with NumPy, maturin, pytest, and the package itself.
 bash "$(dirname "$0")/python_env.sh"
+# CUDA toolkits and GPU Python packages from the package index, for building the GPU check's
+# programs and its dry run without a GPU: target/cuda.
+bash "$(dirname "$0")/cuda_env.sh"

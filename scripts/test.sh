@@ -50,6 +50,8 @@ RUSTDOCFLAGS="-D warnings --document-private-items" cargo doc --no-deps -p resiz
 # The Python package (python/; installed into target/py by setup.sh): its pytest suite, with
 # the debug libresizealloc.so built above for the preloaded-mode tests.
 target/py/bin/python -m pytest -q python/tests
+# The GPU check as far as a machine without a GPU goes: CUDA programs built, scripts run, a dry run.
+RESIZEALLOC_SO="$PWD/target/debug/libresizealloc.so" bash scripts/gpu_build_check.sh
 # Weakly ordered targets: the workspace must build for aarch64 (the reservation's publication
 # order, the non-x86 fallbacks of the TLS and malloc entry points). Checked, not run: this
 # machine is x86-64.

@@ -2,7 +2,8 @@
 // Built twice by scripts/gpu-check.sh (shared and static cudart). Run it plainly, then with
 // LD_PRELOAD=libresizealloc.so RESIZEALLOC_REGION=process: kernels must write and read back the
 // pooled memory correctly, and the timings go side by side.
-// Output: "RESULT <name> <value> <unit>" lines; exit status 1 on a wrong result.
+// Output: "RESULT <name> <value> <unit>" lines; exit status 1 on a wrong result, 3 (and a
+// "NO_DEVICE" line) when there is no driver or no device.
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -10,8 +11,27 @@
 #include <vector>
 #include <cuda_runtime.h>
 
-#define CHECK(x) do { cudaError_t e = (x); if (e != cudaSuccess) { \
-    std::printf("FAIL %s: %s (line %d)\n", #x, cudaGetErrorString(e), __LINE__); std::exit(1); } } while (0)
+// A function, so the call's result is a parameter: a macro that declared its own variable would
+// shadow a caller's of the same name.
+static void check_rt(cudaError_t e, const char *call, int line) {
+    if (e != cudaSuccess) {
+        std::printf("FAIL %s: %s (line %d)\n", call, cudaGetErrorString(e), line);
+        std::exit(1);
+    }
+}
+#define CHECK(x) check_rt((x), #x, __LINE__)
+
+// The first device call: without a driver or a device, say so in one line and exit with 3, so
+// that scripts/gpu-check.sh tells "no device" from a failure.
+static void need_device() {
+    int n = 0;
+    cudaError_t e = cudaGetDeviceCount(&n);
+    if (e == cudaErrorNoDevice || e == cudaErrorInsufficientDriver || e == cudaErrorStubLibrary || (e == cudaSuccess && n == 0)) {
+        std::printf("NO_DEVICE cudaGetDeviceCount: %s\n", e == cudaSuccess ? "no CUDA device" : cudaGetErrorString(e));
+        std::exit(3);
+    }
+    CHECK(e);
+}
 
 __global__ void fill(unsigned *p, size_t n, unsigned v) {
     for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x)
@@ -30,6 +50,7 @@ static double now_ns() {
 
 int main(int argc, char **argv) {
     int iters = argc > 1 ? std::atoi(argv[1]) : 20000;
+    need_device();
     CHECK(cudaFree(0)); // create the context outside the timings
     unsigned *bad;
     CHECK(cudaMalloc(&bad, sizeof(unsigned)));

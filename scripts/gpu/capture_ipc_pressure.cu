@@ -6,7 +6,8 @@
 //   capture_ipc_pressure ipc-child <file>         the child: opens the handle and checks the bytes
 //   capture_ipc_pressure pressure                 cuMemCreate of 60% of the device after the pool cached 60%
 //
-// Output: "RESULT <name> <value> <unit>" lines; exit status 1 on a wrong result.
+// Output: "RESULT <name> <value> <unit>" lines; exit status 1 on a wrong result, 3 (and a
+// "NO_DEVICE" line) when there is no driver or no device.
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -18,10 +19,34 @@
 #include <cuda.h>
 #include <cuda_runtime.h>
 
-#define CHECK(x) do { cudaError_t e = (x); if (e != cudaSuccess) { \
-    std::printf("FAIL %s: %s (line %d)\n", #x, cudaGetErrorString(e), __LINE__); std::exit(1); } } while (0)
-#define CHECK_CU(x) do { CUresult e = (x); if (e != CUDA_SUCCESS) { \
-    std::printf("FAIL %s: CUresult %d (line %d)\n", #x, (int)e, __LINE__); std::exit(1); } } while (0)
+// The checks are functions, so the call's result is a parameter: a macro that declared its own
+// variable would shadow a caller's of the same name (CHECK(e) would test the new, uninitialised e).
+static void check_rt(cudaError_t e, const char *call, int line) {
+    if (e != cudaSuccess) {
+        std::printf("FAIL %s: %s (line %d)\n", call, cudaGetErrorString(e), line);
+        std::exit(1);
+    }
+}
+static void check_cu(CUresult e, const char *call, int line) {
+    if (e != CUDA_SUCCESS) {
+        std::printf("FAIL %s: CUresult %d (line %d)\n", call, (int)e, line);
+        std::exit(1);
+    }
+}
+#define CHECK(x) check_rt((x), #x, __LINE__)
+#define CHECK_CU(x) check_cu((x), #x, __LINE__)
+
+// The first device call: without a driver or a device, say so in one line and exit with 3, so
+// that scripts/gpu-check.sh tells "no device" from a failure.
+static void need_device() {
+    int n = 0;
+    cudaError_t e = cudaGetDeviceCount(&n);
+    if (e == cudaErrorNoDevice || e == cudaErrorInsufficientDriver || e == cudaErrorStubLibrary || (e == cudaSuccess && n == 0)) {
+        std::printf("NO_DEVICE cudaGetDeviceCount: %s\n", e == cudaSuccess ? "no CUDA device" : cudaGetErrorString(e));
+        std::exit(3);
+    }
+    CHECK(e);
+}
 
 __global__ void fill(unsigned *p, size_t n, unsigned v) {
     for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x)
@@ -118,7 +143,7 @@ static int ipc(const char *file, const char *self) {
         std::printf("RESULT ipc_pool_block refused (cudaErrorNotSupported: allocate shared memory outside regions)\n");
         return 0;
     }
-    CHECK(e);
+    check_rt(e, "cudaIpcGetMemHandle(&h, p)", __LINE__);
     FILE *f = std::fopen(file, "wb");
     std::fwrite(&h, sizeof h, 1, f);
     std::fclose(f);
@@ -185,6 +210,7 @@ static int pressure() {
 int main(int argc, char **argv) {
     if (argc < 2) { std::printf("usage: %s capture global|relaxed | ipc FILE | pressure\n", argv[0]); return 2; }
     std::string mode = argv[1];
+    need_device();
     if (mode == "capture") return capture(argc > 2 && !std::strcmp(argv[2], "relaxed"));
     if (mode == "ipc") return ipc(argc > 2 ? argv[2] : "/tmp/resize-ipc", argv[0]);
     if (mode == "ipc-child") return ipc_child(argv[2]);

@@ -1,11 +1,18 @@
 # cuda.core: DeviceMemoryResource.allocate(10) + close + device sync: the loop of a program that allocates a small buffer per step and synchronises.
 import sys, time
-try:
-    from cuda.core.experimental import Device
-except ImportError:
-    from cuda.core import Device
-dev = Device()
-dev.set_current()
+from gpu_env import first_device_call, need_any
+
+core = need_any(["cuda.core.experimental", "cuda.core"], "cuda-core")
+Device = core.Device
+
+
+def open_device():
+    d = Device()
+    d.set_current()
+    return d
+
+
+dev = first_device_call("cuda.core Device().set_current()", open_device)
 mr = dev.memory_resource
 n = int(sys.argv[1]) if len(sys.argv) > 1 else 2000
 for _ in range(50):

@@ -1,13 +1,13 @@
 # cuda.core: allocate(10) + close + device sync through a MemoryResource over
 # resize_device_allocate/deallocate (RESIZEALLOC_LIB names the library; no LD_PRELOAD). The
 # python/ package has the real class; this minimal one is for the GPU check only.
-import ctypes, os, sys, time
-try:
-    from cuda.core.experimental import Device, MemoryResource, Buffer
-except ImportError:
-    from cuda.core import Device, MemoryResource, Buffer
+import ctypes, sys, time
+from gpu_env import first_device_call, need_any, resize_lib
 
-lib = ctypes.CDLL(os.environ["RESIZEALLOC_LIB"])
+core = need_any(["cuda.core.experimental", "cuda.core"], "cuda-core")
+Device, MemoryResource, Buffer = core.Device, core.MemoryResource, core.Buffer
+
+lib = resize_lib()
 lib.resize_device_allocate.argtypes = [ctypes.c_size_t, ctypes.c_int, ctypes.c_void_p, ctypes.POINTER(ctypes.c_void_p)]
 lib.resize_device_deallocate.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_void_p]
 
@@ -36,8 +36,13 @@ class ResizeMR(MemoryResource):
     @property
     def device_id(self): return self._dev
 
-dev = Device()
-dev.set_current()
+def open_device():
+    d = Device()
+    d.set_current()
+    return d
+
+
+dev = first_device_call("cuda.core Device().set_current()", open_device)
 mr = ResizeMR(dev.device_id)
 n = int(sys.argv[1]) if len(sys.argv) > 1 else 20000
 for _ in range(200):

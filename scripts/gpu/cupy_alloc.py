@@ -1,13 +1,15 @@
 # CuPy: cp.empty(10) + device sync, with CuPy's own pool or
 # with libresizealloc.so through CFunctionAllocator (argument "resize"; RESIZEALLOC_LIB names
 # the library). Also checks a computation on pooled memory.
-import ctypes, os, sys, time
-import cupy as cp
+import ctypes, sys, time
+from gpu_env import first_device_call, need, resize_lib
 
+cp = need("cupy", "cupy-cuda13x")
 mode = sys.argv[1] if len(sys.argv) > 1 else "cupy"
 n = int(sys.argv[2]) if len(sys.argv) > 2 else 20000
+first_device_call("cupy.cuda.runtime.getDeviceCount()", cp.cuda.runtime.getDeviceCount)
 if mode == "resize":
-    lib = ctypes.CDLL(os.environ["RESIZEALLOC_LIB"])
+    lib = resize_lib()
     malloc = ctypes.cast(lib.resize_cupy_malloc, ctypes.c_void_p).value
     free = ctypes.cast(lib.resize_cupy_free, ctypes.c_void_p).value
     allocator = cp.cuda.memory.CFunctionAllocator(0, malloc, free, lib)

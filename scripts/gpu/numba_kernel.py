@@ -1,15 +1,20 @@
 # Numba: a kernel on arrays from libresizealloc.so through an external memory manager (argument
 # "resize"; RESIZEALLOC_LIB names the library), or from Numba's own allocator. The python/
 # package has the real plugin; this minimal one is for the GPU check only.
-import ctypes, os, sys, time
-import numpy as np
-from numba import cuda
+import ctypes, sys, time
+from gpu_env import first_device_call, need, no_device, resize_lib
+
+np = need("numpy", "numpy")
+cuda = need("numba.cuda", "numba-cuda")
 
 mode = sys.argv[1] if len(sys.argv) > 1 else "numba"
+# The driver, without a context (the memory manager must be set before one is created).
+if not first_device_call("numba.cuda.is_available()", cuda.is_available):
+    no_device("numba.cuda.is_available()", getattr(cuda, "cuda_error", lambda: None)() or "no CUDA driver or device")
 if mode == "resize":
     from numba.cuda import HostOnlyCUDAMemoryManager, MemoryPointer, GetIpcHandleMixin
     from numba.cuda.cudadrv import driver as numba_driver
-    lib = ctypes.CDLL(os.environ["RESIZEALLOC_LIB"])
+    lib = resize_lib()
     lib.resize_device_allocate.argtypes = [ctypes.c_size_t, ctypes.c_int, ctypes.c_void_p, ctypes.POINTER(ctypes.c_void_p)]
     lib.resize_device_deallocate.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_void_p]
     libcuda = ctypes.CDLL("libcuda.so.1")

@@ -1,8 +1,10 @@
 # A small training loop for scripts/gpu-check.sh: prints the time per step and the final loss,
 # which must not depend on the allocator.
 import sys, time
-import torch
+from gpu_env import first_device_call, need
 
+torch = need("torch", "torch")
+first_device_call("torch.cuda.init()", torch.cuda.init)
 torch.manual_seed(0)
 dev = "cuda"
 model = torch.nn.Sequential(
