@@ -1,0 +1,14 @@
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "common.h"
+
+int main() {
+    void *p = malloc_noinline(ALLOCATION_SIZE);
+    free_noinline(p);
+    free_noinline(p);
+
+    NOT_CAUGHT();
+
+    return 0;
+}

@@ -1,0 +1,16 @@
+#include <stdlib.h>
+#include <stdio.h>
+
+#include "common.h"
+
+int main() {
+    char *p = malloc_noinline(0);
+    if (!p) {
+        return 1;
+    }
+    putchar(*p);
+
+    NOT_CAUGHT();
+
+    return 0;
+}
