@@ -134,7 +134,9 @@ pub extern "C" fn malloc_slow<N: Next>(size: usize, site: usize) -> *mut u8 {
     if !p.is_null() {
         return p;
     }
-    N::malloc(size)
+    // A thread's first small request in process mode (it joins here, and the arena declines
+    // small requests): the small-block heap, as for every later one.
+    malloc_routed_away::<N>(size)
 }
 
 /// Process mode (and regions that leave blocks behind): the predictor picks the side. The
@@ -272,6 +274,13 @@ fn calloc_slow<N: Next>(n: usize, size: usize, total: usize, site: usize) -> *mu
     // memory is known to be fresh from the kernel.
     let p = unsafe { alloc_zeroed(total.max(1), MIN_ALIGN, site) };
     if !p.is_null() {
+        return p;
+    }
+    // A thread's first small request in process mode, as in `malloc_slow`.
+    let p = alloc_routed_away(total.max(1));
+    if !p.is_null() {
+        // SAFETY: a fresh block of at least `total` bytes.
+        unsafe { ptr::write_bytes(p, 0, total) };
         return p;
     }
     N::calloc(n, size)
