@@ -165,10 +165,10 @@ support_test_compare_failure (const char *file, int line,
   int saved_errno = errno;
   support_record_failure ();
   if (left_size != right_size)
-    printf ("%s:%d: numeric comparison failure (widths %d and %d)\n",
+    printf ("error: %s:%d: numeric comparison failure (widths %d and %d)\n",
             file, line, left_size * 8, right_size * 8);
   else
-    printf ("%s:%d: numeric comparison failure\n", file, line);
+    printf ("error: %s:%d: numeric comparison failure\n", file, line);
   report_value (" left", left_value, left_positive, left_size);
   printf ("    from: %s\n", left_expr);
   report_value ("right", right_value, right_positive, right_size);
