@@ -63,6 +63,7 @@ if rustup target list --installed 2>/dev/null | grep -qx aarch64-unknown-linux-g
 else
     echo "SKIPPED: cargo check --target aarch64-unknown-linux-gnu (the target could not be installed)"
 fi
+RESIZEALLOC_SO=target/debug/libresizealloc.so bash scripts/glibc_tests.sh # glibc's own malloc tests (tests/glibc/README.md)
 # The differential fuzzer against glibc, for a minute (FUZZ_SECONDS), under the release and the
 # check-invariants builds, in markers and process mode.
 bash scripts/fuzz.sh
