@@ -17,7 +17,9 @@
 //!   no other thread can hold a lock, and none can exist in the child;
 //! * a `fork` nested inside another one's handlers on the same thread (a signal handler that
 //!   forks while the outer `fork` holds the locks) takes nothing either, and releases nothing;
-//! * otherwise each lock is waited for at most [`FORK_WAIT_MS`]: a lock that another thread
+//! * otherwise stdio's list lock is taken first, as glibc's `fork` takes it before its own
+//!   malloc locks (a thread in `getline` holds a stream's lock while it allocates), and each
+//!   lock of ours is waited for at most [`FORK_WAIT_MS`]: a lock that another thread
 //!   holds is let go in microseconds. One that is still held then is left alone, every lock
 //!   taken so far is released, and the child resets every lock (it has one thread, so each
 //!   holder is gone, or is the frame this thread's signal handler interrupted; the data under a
@@ -178,6 +180,15 @@ impl Gate {
         }
         self.depth.store(1, Ordering::Relaxed);
         self.state.store(GAVE_UP, Ordering::Relaxed);
+        // stdio's list lock before any lock of ours, in the order glibc's own `fork` takes its
+        // malloc locks: `fork` takes it after the prepare handlers, and a thread that holds a
+        // stream's lock may be inside `malloc` (`getline`) while another, in `fflush(NULL)`,
+        // holds the list lock and waits for that stream. Taken after ours, that was a cycle
+        // (glibc's `tst-malloc-fork-deadlock` hung in process mode). It is recursive: `fork`
+        // takes it again; glibc releases its own hold in the parent before the parent handlers
+        // run, and resets the lock in the child before the child handlers.
+        // SAFETY: glibc's exported lock of the list of streams; released in `leave`.
+        unsafe { _IO_list_lock() };
         true
     }
 
@@ -194,6 +205,10 @@ impl Gate {
             return Leave::Nothing;
         }
         let state = self.state.swap(NOTHING, Ordering::Relaxed);
+        if state != NOTHING && !child {
+            // SAFETY: `enter` took it on this thread (the child's copy was reset by glibc).
+            unsafe { _IO_list_unlock() };
+        }
         self.owner.store(0, Ordering::Release);
         match state {
             HOLDING => Leave::Release,
@@ -212,6 +227,10 @@ impl Default for Gate {
 extern "C" {
     /// glibc (2.32 and later): nonzero while the process has never had a second thread.
     static __libc_single_threaded: core::ffi::c_char;
+    /// glibc: takes the (recursive) lock of the list of stdio streams.
+    fn _IO_list_lock();
+    /// glibc: releases one hold of it.
+    fn _IO_list_unlock();
 }
 
 /// True when the process has one thread, as glibc's own fork handling tells it.
