@@ -296,18 +296,20 @@ fn fit_locked(table: &mut SlotTable, budget: usize) {
     // The last used slot's tail: its arena may grow at any time, without the lock. The limit
     // first, then its reach (both sequentially consistent; `grow_commit` stores and loads them
     // in the other order): whatever it commits from now on stays below what is kept.
+    // The end of what is mapped now: never more (a trim before may have cut the slot short).
+    let mapped_end = base + LEN.load(Ordering::Relaxed);
     let slot = base + top * size;
     crate::arena::GROW_LIMIT.store(slot, Ordering::SeqCst);
     // SAFETY: a used slot holds an arena, and its release needs the lock we hold.
     let arena = unsafe { &*(slot as *const Arena) };
     let end = crate::layout::align_up(arena.reach.load(Ordering::SeqCst), crate::layout::GRANULE)
-        .min(base + keep);
+        .min(mapped_end);
     crate::arena::GROW_LIMIT.store(end, Ordering::SeqCst);
-    if end < base + keep {
+    if end < mapped_end {
         LEN.atomic().store(end - base, Ordering::Release);
         // SAFETY: past everything the last arena committed or is committing, holding nothing;
         // `LEN` no longer covers it.
-        unsafe { os::release(end, base + keep - end) };
+        unsafe { os::release(end, mapped_end - end) };
     }
 }
 
