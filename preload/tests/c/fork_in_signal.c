@@ -1,8 +1,9 @@
 /* fork_in_signal: fork() called from a signal handler that interrupts fork() (glibc bug 24161,
- * the case of glibc's tst-mallocfork2). A second process sends SIGUSR1 to this one as fast as
- * it can while this one forks in a loop, allocating between forks; the handler forks too (its
- * child exits at once). The program must run to its end: a fork handler that waits for a lock
- * its own thread holds (the interrupted fork's) hangs it, and the test runs it under a timeout.
+ * the case of glibc's tst-mallocfork2). A second process sends SIGUSR1 to this one tens of
+ * thousands of times a second while this one forks in a loop, allocating between forks (the
+ * handler forks too, its child exits at once). The program must run to its end: a fork handler
+ * that waits for a lock its own thread holds (the interrupted fork's) hangs it, and the test
+ * runs it under a timeout.
  * Single-threaded, as in glibc's test: glibc's own fork takes no malloc lock then either. */
 #define _GNU_SOURCE
 #include <signal.h>
@@ -39,6 +40,7 @@ int main(int argc, char **argv) {
     if (sender == 0) {
         for (;;) {
             if (kill(me, SIGUSR1) != 0) _exit(0); /* the parent is gone */
+            usleep(20); /* tens of thousands a second, without taking a whole core */
         }
     }
     if (sender < 0) { perror("fork"); return 1; }
