@@ -10,38 +10,7 @@
 #include <cstring>
 #include <vector>
 #include <cuda_runtime.h>
-
-// A function, so the call's result is a parameter: a macro that declared its own variable would
-// shadow a caller's of the same name.
-static void check_rt(cudaError_t e, const char *call, int line) {
-    if (e != cudaSuccess) {
-        std::printf("FAIL %s: %s (line %d)\n", call, cudaGetErrorString(e), line);
-        std::exit(1);
-    }
-}
-#define CHECK(x) check_rt((x), #x, __LINE__)
-
-// The first device call: without a driver or a device, say so in one line and exit with 3, so
-// that scripts/gpu-check.sh tells "no device" from a failure.
-static void need_device() {
-    int n = 0;
-    cudaError_t e = cudaGetDeviceCount(&n);
-    if (e == cudaErrorNoDevice || e == cudaErrorInsufficientDriver || e == cudaErrorStubLibrary || (e == cudaSuccess && n == 0)) {
-        std::printf("NO_DEVICE cudaGetDeviceCount: %s\n", e == cudaSuccess ? "no CUDA device" : cudaGetErrorString(e));
-        std::exit(3);
-    }
-    CHECK(e);
-}
-
-__global__ void fill(unsigned *p, size_t n, unsigned v) {
-    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x)
-        p[i] = v ^ (unsigned)i;
-}
-
-__global__ void check(const unsigned *p, size_t n, unsigned v, unsigned *bad) {
-    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x)
-        if (p[i] != (v ^ (unsigned)i)) atomicAdd(bad, 1u);
-}
+#include "common.cuh"
 
 static double now_ns() {
     return (double)std::chrono::duration_cast<std::chrono::nanoseconds>(

@@ -18,49 +18,21 @@
 #include <sys/wait.h>
 #include <cuda.h>
 #include <cuda_runtime.h>
+#include "common.cuh"
 
-// The checks are functions, so the call's result is a parameter: a macro that declared its own
-// variable would shadow a caller's of the same name (CHECK(e) would test the new, uninitialised e).
-static void check_rt(cudaError_t e, const char *call, int line) {
-    if (e != cudaSuccess) {
-        std::printf("FAIL %s: %s (line %d)\n", call, cudaGetErrorString(e), line);
-        std::exit(1);
-    }
-}
+// As check_rt (common.cuh), for the driver API.
 static void check_cu(CUresult e, const char *call, int line) {
     if (e != CUDA_SUCCESS) {
         std::printf("FAIL %s: CUresult %d (line %d)\n", call, (int)e, line);
         std::exit(1);
     }
 }
-#define CHECK(x) check_rt((x), #x, __LINE__)
 #define CHECK_CU(x) check_cu((x), #x, __LINE__)
 
-// The first device call: without a driver or a device, say so in one line and exit with 3, so
-// that scripts/gpu-check.sh tells "no device" from a failure.
-static void need_device() {
-    int n = 0;
-    cudaError_t e = cudaGetDeviceCount(&n);
-    if (e == cudaErrorNoDevice || e == cudaErrorInsufficientDriver || e == cudaErrorStubLibrary || (e == cudaSuccess && n == 0)) {
-        std::printf("NO_DEVICE cudaGetDeviceCount: %s\n", e == cudaSuccess ? "no CUDA device" : cudaGetErrorString(e));
-        std::exit(3);
-    }
-    CHECK(e);
-}
-
-__global__ void fill(unsigned *p, size_t n, unsigned v) {
-    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x)
-        p[i] = v ^ (unsigned)i;
-}
 __global__ void copy(const unsigned *s, unsigned *d, size_t n) {
     for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x)
         d[i] = s[i];
 }
-__global__ void check(const unsigned *p, size_t n, unsigned v, unsigned *bad) {
-    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x)
-        if (p[i] != (v ^ (unsigned)i)) atomicAdd(bad, 1u);
-}
-
 static double now_us() {
     return std::chrono::duration_cast<std::chrono::nanoseconds>(
         std::chrono::steady_clock::now().time_since_epoch()).count() / 1e3;
