@@ -358,16 +358,18 @@ impl Default for Line {
 /// the program keeps the rest (a `malloc` outside regions never fails because of us). `None`
 /// when there is no limit.
 pub fn address_space_budget() -> Option<usize> {
-    budget_under(address_space_limit()?)
+    address_space_budget_under(None)
 }
 
-/// [`address_space_budget`] under a limit of `limit` bytes (`RLIM_INFINITY`: none).
-pub fn budget_under(limit: u64) -> Option<usize> {
+/// [`address_space_budget`] under a soft limit of `limit` bytes (one about to be set), or with
+/// `None` under the limit in force.
+pub fn address_space_budget_under(limit: Option<u64>) -> Option<usize> {
+    let limit = limit.or_else(address_space_limit)?;
     (limit != libc::RLIM_INFINITY).then_some((limit / 8) as usize)
 }
 
 /// The soft `RLIMIT_AS` (`RLIM_INFINITY` when there is none), or `None` if it cannot be read.
-pub fn address_space_limit() -> Option<u64> {
+fn address_space_limit() -> Option<u64> {
     let mut lim = libc::rlimit {
         rlim_cur: 0,
         rlim_max: 0,

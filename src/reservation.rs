@@ -256,10 +256,7 @@ pub fn fit_address_limit(limit: Option<u64>) {
     if LEN.load(Ordering::Acquire) == 0 {
         return;
     }
-    let Some(limit) = limit.or_else(os::address_space_limit) else {
-        return;
-    };
-    let Some(budget) = os::budget_under(limit) else {
+    let Some(budget) = os::address_space_budget_under(limit) else {
         return;
     };
     let mut table = TABLE.lock();
