@@ -20,15 +20,9 @@ fi
 DIR=preload/tests/c/corruption
 BIN="$PWD/target/corruption"
 mkdir -p "$BIN"
-LIBDIR=/usr/lib/x86_64-linux-gnu
-# A peer whose library is missing is left out with a warning: a preload that cannot be loaded
-# is ignored by the loader, and its column would silently repeat glibc's.
-COLUMNS_=("glibc|")
-for spec in mimalloc:libmimalloc.so.2 jemalloc:libjemalloc.so.2 tcmalloc:libtcmalloc_minimal.so.4; do
-    lib=$LIBDIR/${spec#*:}
-    if [[ -f $lib ]]; then COLUMNS_+=("${spec%%:*}|LD_PRELOAD=$lib")
-    else echo "WARNING: $lib not found; skipping ${spec%%:*} (install with: bash scripts/setup.sh)" >&2; fi
-done
+# shellcheck source=scripts/peer_columns.sh
+source scripts/peer_columns.sh
+peer_columns
 COLUMNS_+=("resizealloc markers|LD_PRELOAD=$SO" "resizealloc process|LD_PRELOAD=$SO RESIZEALLOC_REGION=process"
     "heap-debug markers|LD_PRELOAD=$DEBUG_SO" "heap-debug process|LD_PRELOAD=$DEBUG_SO RESIZEALLOC_REGION=process")
 

@@ -85,15 +85,9 @@ for size in $SIZES; do
     done
 done
 
-LIBDIR=/usr/lib/x86_64-linux-gnu
-# A peer whose library is missing is left out with a warning: a preload that cannot be loaded
-# is ignored by the loader, and its column would silently repeat glibc's.
-COLUMNS_=("glibc|")
-for spec in mimalloc:libmimalloc.so.2 jemalloc:libjemalloc.so.2 tcmalloc:libtcmalloc_minimal.so.4; do
-    lib=$LIBDIR/${spec#*:}
-    if [[ -f $lib ]]; then COLUMNS_+=("${spec%%:*}|LD_PRELOAD=$lib")
-    else echo "WARNING: $lib not found; skipping ${spec%%:*} (install with: bash scripts/setup.sh)" >&2; fi
-done
+# shellcheck source=scripts/peer_columns.sh
+source scripts/peer_columns.sh
+peer_columns
 [[ -f $SO ]] || { echo "security.sh: $SO not found" >&2; exit 1; }
 COLUMNS_+=("resizealloc markers|LD_PRELOAD=$SHIM:$SO" "resizealloc process|LD_PRELOAD=$SO RESIZEALLOC_REGION=process")
 if [ "${WARMED:-0}" = 1 ]; then
