@@ -264,6 +264,7 @@ fn end() {
 
 struct Regions;
 impl common::Region for Regions {
+    const KEEPS_ESCAPES: bool = false;
     fn run<T>(f: impl FnOnce() -> T) -> T {
         begin();
         let r = f();

@@ -8,13 +8,17 @@
 //! * `text`: count the words of a 64 KiB text in a `HashMap<String, usize>`, sort them by
 //!   count, format the top 100 into a `String`;
 //! * `records`: parse 2,000 CSV lines into structs with `String` fields, sort them by name,
-//!   join the names of the first 100.
+//!   join the names of the first 100;
+//! * and, where the allocator keeps blocks valid past their region, the workloads whose blocks
+//!   escape (`escape.rs`: `cache`, `results`, `orders`, `logs`).
 //!
 //! Usage: `workloads_<alloc> [--quick] [--threads N] [--only W,...]`; prints
-//! `RESULT <workload>/<threads>t <ns per request>` (with N threads, each runs its own requests;
-//! the figure is their mean). With `--matrix`, the binary runs the region matrix instead (one
+//! `RESULT <workload>/<threads>t <ns per request> ns check=<sum>` (with N threads, each runs its
+//! own requests; the figure is their mean; the checksum is the same under every allocator). With `--matrix`, the binary runs the region matrix instead (one
 //! thread; `matrix.rs`).
 
+#[path = "escape.rs"]
+pub mod escape;
 #[path = "matrix.rs"]
 pub mod matrix;
 
@@ -25,6 +29,10 @@ use std::time::Instant;
 
 /// How the binary marks a request as a region.
 pub trait Region {
+    /// Whether blocks stay valid past their region (false for the unsound ideal, whose next
+    /// region overwrites them, and the sound floor, which aborts on another thread's free):
+    /// the workloads whose blocks escape run only where it is true.
+    const KEEPS_ESCAPES: bool = true;
     fn run<T>(f: impl FnOnce() -> T) -> T;
 }
 
@@ -190,6 +198,10 @@ fn records_step(csv: &str) -> usize {
             .sum::<usize>()
 }
 
+/// A workload: its name, its requests per run, and one request (each step marks its own region,
+/// so that what it returns can outlive it).
+pub type Step<'a> = (&'a str, usize, Box<dyn Fn() -> usize + Sync + 'a>);
+
 /// The command line.
 pub struct Args {
     pub quick: bool,
@@ -214,7 +226,7 @@ pub fn args() -> Args {
     }
 }
 
-pub fn main<R: Region>() {
+pub fn main<R: Region + 'static>() {
     let Args {
         quick,
         threads,
@@ -227,13 +239,18 @@ pub fn main<R: Region>() {
     let doc = json_document();
     let text = text_document();
     let csv = csv_document();
-    type Step<'a> = (&'a str, usize, Box<dyn Fn() -> usize + Sync + 'a>);
-    let steps: Vec<Step> = vec![
-        ("json", 300, Box::new(|| json_step(&doc))),
-        ("tree", 1500, Box::new(tree_step)),
-        ("text", 150, Box::new(|| text_step(&text))),
-        ("records", 600, Box::new(|| records_step(&csv))),
+    let text_chunks = escape::chunks(&text, 32);
+    let orders = escape::orders_document();
+    let logs = escape::logs();
+    let mut steps: Vec<Step> = vec![
+        ("json", 300, Box::new(|| R::run(|| json_step(&doc)))),
+        ("tree", 1500, Box::new(|| R::run(tree_step))),
+        ("text", 150, Box::new(|| R::run(|| text_step(&text)))),
+        ("records", 600, Box::new(|| R::run(|| records_step(&csv)))),
     ];
+    if R::KEEPS_ESCAPES {
+        steps.extend(escape::steps::<R>(&text_chunks, &orders, &logs));
+    }
     for (name, n, step) in &steps {
         if only
             .as_ref()
@@ -246,18 +263,24 @@ pub fn main<R: Region>() {
             let hs: Vec<_> = (0..threads)
                 .map(|_| {
                     s.spawn(|| {
-                        R::run(|| black_box(step())); // warm-up: the first region sizes the arena
+                        let mut check = black_box(step()); // warm-up: the first region sizes the arena
                         let t0 = Instant::now();
                         for _ in 0..n {
-                            R::run(|| black_box(step()));
+                            check = check.wrapping_add(black_box(step()));
                         }
-                        t0.elapsed().as_nanos() as f64 / n as f64
+                        let ns = t0.elapsed().as_nanos() as f64 / n as f64;
+                        if std::env::var_os("WORKLOAD_STATS").is_some() {
+                            eprintln!("STATS {name} {:#?}", resizealloc::stats());
+                        }
+                        (ns, check)
                     })
                 })
                 .collect();
-            let v: Vec<f64> = hs.into_iter().map(|h| h.join().unwrap()).collect();
-            v.iter().sum::<f64>() / v.len() as f64
+            let v: Vec<(f64, usize)> = hs.into_iter().map(|h| h.join().unwrap()).collect();
+            let check = v.iter().fold(0usize, |a, x| a.wrapping_add(x.1));
+            (v.iter().map(|x| x.0).sum::<f64>() / v.len() as f64, check)
         });
-        println!("RESULT {name}/{threads}t {ns:.0} ns");
+        let (ns, check) = ns;
+        println!("RESULT {name}/{threads}t {ns:.0} ns check={check}");
     }
 }
