@@ -34,9 +34,10 @@
 //! **Where it applies.** Always in process mode. Inside explicit regions the markers keep their
 //! meaning and the arena's fast path stays a bare bump: an arena turns prediction on for its
 //! regions only once regions keep leaving blocks behind (escapes), and turns it off again after
-//! a run of regions that leave nothing (see `Arena::reset`).
+//! a run of regions that leave nothing (see `Arena::reset`), and only where the front end
+//! passes allocation sites ([`sites_known`]).
 
-use core::sync::atomic::{AtomicU64, AtomicU8, Ordering};
+use core::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, Ordering};
 
 /// log2 of the number of table entries.
 pub const SITE_BITS: u32 = 12;
@@ -60,6 +61,27 @@ static SCORES: [AtomicU8; SITES] = [const { AtomicU8::new(0) }; SITES];
 static PROBE_BACKOFF: [AtomicU8; SITES] = [const { AtomicU8::new(0) }; SITES];
 static BECAME_LONG: AtomicU64 = AtomicU64::new(0);
 static BECAME_SHORT: AtomicU64 = AtomicU64::new(0);
+
+/// Whether the front end passes allocation sites: the preload library's entry points do (the
+/// return address of `malloc`); a Rust `GlobalAlloc` cannot see its caller, so `ResizeAlloc`
+/// passes 0 for every request.
+static SITES_KNOWN: AtomicBool = AtomicBool::new(false);
+
+/// Says that the front end passes allocation sites (the preload library, at load time).
+pub fn set_sites_known() {
+    SITES_KNOWN.store(true, Ordering::Relaxed);
+}
+
+/// True when allocation sites are known. Regions predict only then: with every site 0 the
+/// table tells blocks apart by size class alone, and a class that a few escaped blocks made
+/// long sends every temporary of that class to the next allocator, through the predictor's
+/// slow path (a Rust cache filled from inside requests ran 1.3x slower so, and 1.25x with
+/// `ResizeAlloc::wrap(MiMalloc)`); without prediction the arena steps over the granules the
+/// escapes pin, under the memory bound (footprint.rs).
+#[inline]
+pub fn sites_known() -> bool {
+    SITES_KNOWN.load(Ordering::Relaxed)
+}
 
 /// The table entry of an allocation site (`site`: the caller's return address, or 0 when the
 /// front end cannot see it) and a request size.

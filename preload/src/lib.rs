@@ -68,6 +68,8 @@ extern "C" fn init() {
     // here, on the main thread at load time, keeps glibc's count right.
     real::free(real::malloc(1));
     real::resolve_early();
+    // Our entry points pass the caller's return address: regions may predict by site.
+    resizealloc::lifetime::set_sites_known();
     // SAFETY: registering handlers with the right signatures; they never unwind.
     unsafe {
         resizealloc::fork::register_handlers();
