@@ -367,8 +367,8 @@ pub(crate) fn acquire_arena(
 
 /// The calling thread is exiting and owns `arena`: hands it over. An arena with nothing live
 /// is released at once (and parked with its warm start while there is room); one with live
-/// blocks waits for its last free by another thread, and if it is `adoptable` (process mode,
-/// see [`Arena::adopt`]) it is offered for adoption meanwhile, keeping its warm start while
+/// blocks waits for its last free by another thread, and if it is `adoptable`
+/// ([`Arena::may_hand_on_live`]) it is offered for adoption meanwhile, keeping its warm start while
 /// fewer than [`WARM_MAX`] orphans do.
 ///
 /// # Safety

@@ -205,6 +205,7 @@ impl Arena {
             origin: Cell::new(data_start),
             spill_bytes: Cell::new(0),
             skipped: Cell::new(0),
+            inherited_pins: Cell::new(0),
             peaks: Default::default(),
             peaks_seen: Cell::new(0),
             min_capacity: capacity,

@@ -312,6 +312,10 @@ pub struct Arena {
     spill_bytes: Cell<usize>,
     /// Bytes this region jumped over (pinned granules and abandoned run tails).
     skipped: Cell<usize>,
+    /// Markers mode: bytes of granules that blocks left by an earlier owner pinned inside the
+    /// capacity when this thread adopted the arena. A region end plans for this much of its
+    /// jumps (see `Arena::plan_round_inherited`); 0 in an arena its owner created or rebuilt.
+    inherited_pins: Cell<usize>,
     peaks: [Cell<usize>; PEAK_HISTORY],
     peaks_seen: Cell<usize>,
     min_capacity: usize,

@@ -93,10 +93,12 @@ impl Arena {
         self.dry.set(false);
         // What the region needed: the span its bump pointer covered, less the granules it had to
         // jump over (pinned by escapes), plus what spilled. Planning for the jumps would let
-        // escapes raise the capacity, and with it the memory bound, region after region.
+        // escapes raise the capacity, and with it the memory bound, region after region; only
+        // the jumps over what an earlier owner left, a bounded amount known at adoption, are
+        // planned for.
         let peak = self
             .peak_bytes()
-            .saturating_sub(self.skipped.get())
+            .saturating_sub(self.skipped.get().saturating_sub(self.inherited_pins.get()))
             .saturating_add(self.spill_bytes.get());
         self.record_peak(peak);
 

@@ -123,8 +123,7 @@ mod exit_hook {
 
     extern "C" fn on_exit(value: *mut libc::c_void) {
         let ts = state();
-        // A process-mode arena may be adopted by a new thread (see `Arena::adopt`).
-        let adoptable = ts.flags.get() & JOINED != 0;
+        let in_region = ts.depth.get() != 0 && ts.flags.get() & JOINED == 0;
         // Null the slot first: glibc may still call free() after this (freeres), and those
         // frees must take the remote path.
         ts.active.set(core::ptr::null());
@@ -142,6 +141,8 @@ mod exit_hook {
         }
         // SAFETY: the value is the arena armed by this thread; it lives until released.
         let arena = unsafe { &*(value as *const Arena) };
+        // A new thread may adopt it, live blocks and all (see `Arena::adopt`).
+        let adoptable = arena.may_hand_on_live(in_region);
         // SAFETY: our own arena; the thread state no longer names it.
         unsafe { reservation::retire_arena(arena, adoptable) };
     }
