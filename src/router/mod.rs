@@ -85,6 +85,13 @@ pub fn route() -> Route {
     }
 }
 
+/// What the arenas' periodic looks do besides their own: the warm memory of exited threads'
+/// arenas and of the small-block heap's page pool goes back once its purge delay is over.
+fn expire_warm_if_due() {
+    reservation::expire_unowned_if_due();
+    crate::slab::expire_warm_if_due();
+}
+
 /// Everything [`alloc_fast`] declined: the arena's slow path inside a region, or, outside one,
 /// the mode check (first use, process mode). Null means "use the next allocator".
 #[cold]
@@ -113,7 +120,7 @@ pub fn alloc_slow_at(size: usize, align: usize, site: usize) -> *mut u8 {
         return ptr::null_mut();
     }
     // SAFETY: our own arena; size and align checked above.
-    unsafe { (*a).alloc_predicted(size, align, site, false, reservation::expire_unowned_if_due) }
+    unsafe { (*a).alloc_predicted(size, align, site, false, expire_warm_if_due) }
 }
 
 /// The common cases of the [`Route::Predict`] path, calling nothing (see
@@ -152,9 +159,7 @@ pub unsafe fn alloc_predicted_general(size: usize, align: usize, site: usize) ->
         return ptr::null_mut();
     }
     // SAFETY: our own arena; size >= 1 and a power-of-two align are the callers' obligations.
-    unsafe {
-        (*a).alloc_predicted_general(size, align, site, false, reservation::expire_unowned_if_due)
-    }
+    unsafe { (*a).alloc_predicted_general(size, align, site, false, expire_warm_if_due) }
 }
 
 /// Like [`alloc`], for memory that must read as zero (`calloc`, `alloc_zeroed`): the arena
@@ -175,15 +180,7 @@ pub unsafe fn alloc_zeroed(size: usize, align: usize, site: usize) -> *mut u8 {
         return ptr::null_mut();
     }
     // SAFETY: as above.
-    unsafe {
-        (*a).alloc_predicted(
-            size,
-            align.max(MIN_ALIGN),
-            site,
-            true,
-            reservation::expire_unowned_if_due,
-        )
-    }
+    unsafe { (*a).alloc_predicted(size, align.max(MIN_ALIGN), site, true, expire_warm_if_due) }
 }
 
 /// The arena of a thread whose allocations go through the predictor, joining process mode on

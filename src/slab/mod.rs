@@ -55,7 +55,7 @@ pub use free::free;
 pub(crate) use heap::acquire_heap;
 pub use heap::{Heap, CACHE_BYTES, MAX_HEAPS};
 pub use page::Page;
-pub use pool::{fit_address_limit, owns, trim_warm, RESERVE, WARM_PAGES};
+pub use pool::{expire_warm_if_due, fit_address_limit, owns, trim_warm, RESERVE, WARM_PAGES};
 
 use core::sync::atomic::Ordering;
 

@@ -25,6 +25,13 @@ const MAP_STEP: usize = 16 << 20;
 /// at most 4 MiB.
 pub const WARM_PAGES: usize = 64;
 
+/// Empty pages the pool keeps past [`WARM_PAGES`] for the purge delay
+/// (`RESIZEALLOC_PURGE_DELAY_MS`), at most 32 MiB in all, as an exited thread's arena keeps its
+/// free memory: a thread per request that fills 10 MB of small blocks and exits gave back all
+/// but 4 MiB of them, and the next thread faulted the rest in again (100 such threads: 151,000
+/// page faults, 3.9x glibc's time).
+const WARM_DEFERRED_PAGES: usize = 512;
+
 // ------------------------------------------------------------------------------ the reservation
 
 /// Start of the page reservation; 0 until it exists.
@@ -51,8 +58,12 @@ pub(super) struct Pool {
     /// memory suite's `threads`, two threads at a time: 2,115 page faults, 1.13x glibc's time;
     /// with 64 warm pages 254 and 0.9-1.0x). Counted in `PAGES_IN_USE`; `trim_warm` gives them
     /// back.
-    pub(super) warm: [u32; WARM_PAGES],
+    pub(super) warm: [u32; WARM_DEFERRED_PAGES],
     pub(super) n_warm: usize,
+    /// When the warm pages past [`WARM_PAGES`] go back (an `os::monotonic_ms` time), 0 while
+    /// there are none: set by the first page kept past them, looked at by every page returned
+    /// or taken.
+    pub(super) warm_until_ms: u64,
     pub(super) init_failed: bool,
     /// Bytes the first reservation found room for: `LEN` grows up to this much.
     pub(super) max_len: usize,
@@ -63,7 +74,8 @@ pub(super) static POOL: spin::Mutex<Pool> = spin::Mutex::new(Pool {
     committed: 0,
     free_bits: [0; RESERVE / PAGE_SIZE / 64],
     hint: 0,
-    warm: [0; WARM_PAGES],
+    warm: [0; WARM_DEFERRED_PAGES],
+    warm_until_ms: 0,
     n_warm: 0,
     init_failed: false,
     max_len: 0,
@@ -146,8 +158,19 @@ pub(super) fn take_page() -> *mut Page {
         return ptr::null_mut();
     }
     let base = BASE.load(Ordering::Relaxed);
+    if pool.n_warm > WARM_PAGES {
+        let expired = expire_warm_locked(&mut pool);
+        if expired.is_some() {
+            drop(pool);
+            discard_expired(expired);
+            return take_page();
+        }
+    }
     if pool.n_warm > 0 {
         pool.n_warm -= 1;
+        if pool.n_warm <= WARM_PAGES {
+            set_warm_until(&mut pool, 0);
+        }
         // Still counted in use (see `Pool::warm`).
         return (base + pool.warm[pool.n_warm] as usize * PAGE_SIZE) as *mut Page;
     }
@@ -238,17 +261,73 @@ pub fn fit_address_limit(limit: Option<u64>) {
 /// The caller owns `p`, which holds no live block and is on no list.
 pub(super) unsafe fn return_page(p: *mut Page) {
     let base = BASE.load(Ordering::Relaxed);
-    {
+    let expired = {
         let mut pool = POOL.lock();
-        if pool.n_warm < WARM_PAGES {
-            let n = pool.n_warm;
+        let expired = expire_warm_locked(&mut pool);
+        let n = pool.n_warm;
+        let delay = crate::options::purge_delay_ms() as u64;
+        if n < WARM_PAGES || (n < WARM_DEFERRED_PAGES && delay > 0) {
+            if n >= WARM_PAGES && pool.warm_until_ms == 0 {
+                set_warm_until(&mut pool, os::monotonic_ms().saturating_add(delay).max(1));
+            }
             pool.warm[n] = ((p as usize - base) / PAGE_SIZE) as u32;
             pool.n_warm = n + 1;
+            drop(pool);
+            discard_expired(expired);
             return;
         }
-    }
+        expired
+    };
+    discard_expired(expired);
     // SAFETY: forwarded obligations.
     unsafe { discard_page(p) };
+}
+
+/// [`Pool::warm_until_ms`], mirrored for [`expire_warm_if_due`]'s look without the lock.
+static WARM_DUE: AtomicU64 = AtomicU64::new(0);
+
+fn set_warm_until(pool: &mut Pool, at: u64) {
+    pool.warm_until_ms = at;
+    WARM_DUE.store(at, Ordering::Relaxed);
+}
+
+/// Gives back the warm pages past [`WARM_PAGES`] once their purge delay is over: the periodic
+/// looks call it, so that a program that goes on allocating from pages it holds (taking and
+/// returning none) still gets them back. One load while none wait.
+pub fn expire_warm_if_due() {
+    let at = WARM_DUE.load(Ordering::Relaxed);
+    if at == 0 || os::monotonic_ms() < at {
+        return;
+    }
+    let expired = expire_warm_locked(&mut POOL.lock());
+    discard_expired(expired);
+}
+
+/// The warm pages past [`WARM_PAGES`] whose purge delay is over, taken off the warm list:
+/// `(first index in `warm`, count)` for [`discard_expired`] to give back without the lock.
+fn expire_warm_locked(pool: &mut Pool) -> Option<([u32; WARM_DEFERRED_PAGES], usize)> {
+    if pool.warm_until_ms == 0 || os::monotonic_ms() < pool.warm_until_ms {
+        return None;
+    }
+    set_warm_until(pool, 0);
+    let n = pool.n_warm.saturating_sub(WARM_PAGES);
+    if n == 0 {
+        return None;
+    }
+    pool.n_warm = WARM_PAGES;
+    let mut out = [0u32; WARM_DEFERRED_PAGES];
+    out[..n].copy_from_slice(&pool.warm[WARM_PAGES..WARM_PAGES + n]);
+    Some((out, n))
+}
+
+/// Gives back the pages [`expire_warm_locked`] took off the warm list.
+fn discard_expired(expired: Option<([u32; WARM_DEFERRED_PAGES], usize)>) {
+    let Some((pages, n)) = expired else { return };
+    let base = BASE.load(Ordering::Relaxed);
+    for &i in &pages[..n] {
+        // SAFETY: a page taken off the warm list: the pool's alone, empty and on no list.
+        unsafe { discard_page((base + i as usize * PAGE_SIZE) as *mut Page) };
+    }
 }
 
 /// Gives back every warm page (`malloc_trim`, `resizealloc::trim`).
@@ -261,6 +340,9 @@ pub fn trim_warm() {
                 return;
             }
             pool.n_warm -= 1;
+            if pool.n_warm <= WARM_PAGES {
+                set_warm_until(&mut pool, 0);
+            }
             pool.warm[pool.n_warm] as usize
         };
         // SAFETY: a warm page is the pool's alone: empty and on no list.
