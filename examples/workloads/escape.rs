@@ -118,12 +118,8 @@ fn top_words(chunk: &str) -> Vec<(String, u32)> {
 
 fn results_step<R: Region>(chunks: &[&str]) -> usize {
     R::run(|| {
-        let parts: Vec<Vec<(String, u32)>> = pool().install(|| {
-            chunks
-                .par_iter()
-                .map(|c| R::run(|| top_words(c)))
-                .collect()
-        });
+        let parts: Vec<Vec<(String, u32)>> =
+            pool().install(|| chunks.par_iter().map(|c| R::run(|| top_words(c))).collect());
         let mut merged: HashMap<String, u32> = HashMap::new();
         for part in parts {
             for (w, n) in part {
@@ -186,8 +182,18 @@ pub fn orders_document() -> String {
             )
             .unwrap();
         }
-        let note = if i % 3 == 0 { format!(r#""leave at door {i}""#) } else { "null".into() };
-        write!(s, r#"],"note":{note},"tags":["t{}","priority{}"]}}"#, i % 7, i % 3).unwrap();
+        let note = if i % 3 == 0 {
+            format!(r#""leave at door {i}""#)
+        } else {
+            "null".into()
+        };
+        write!(
+            s,
+            r#"],"note":{note},"tags":["t{}","priority{}"]}}"#,
+            i % 7,
+            i % 3
+        )
+        .unwrap();
     }
     s.push(']');
     s
@@ -198,14 +204,27 @@ fn orders_reply(doc: &str) -> String {
     let mut totals: BTreeMap<&str, (f64, u32)> = BTreeMap::new();
     for o in &orders {
         let t = totals.entry(o.customer.as_str()).or_insert((0.0, 0));
-        t.0 += o.items.iter().map(|it| it.qty as f64 * it.price).sum::<f64>();
-        t.1 += 1 + o.tags.len() as u32 + o.note.as_ref().map_or(0, |_| 1) + o.email.len() as u32 / 64;
+        t.0 += o
+            .items
+            .iter()
+            .map(|it| it.qty as f64 * it.price)
+            .sum::<f64>();
+        t.1 +=
+            1 + o.tags.len() as u32 + o.note.as_ref().map_or(0, |_| 1) + o.email.len() as u32 / 64;
     }
     let mut top: Vec<Total> = totals
         .into_iter()
-        .map(|(customer, (total, orders))| Total { customer, total, orders })
+        .map(|(customer, (total, orders))| Total {
+            customer,
+            total,
+            orders,
+        })
         .collect();
-    top.sort_by(|a, b| b.total.total_cmp(&a.total).then_with(|| a.customer.cmp(b.customer)));
+    top.sort_by(|a, b| {
+        b.total
+            .total_cmp(&a.total)
+            .then_with(|| a.customer.cmp(b.customer))
+    });
     top.truncate(10);
     serde_json::to_string(&top).unwrap()
 }
@@ -222,7 +241,14 @@ const WINDOW: usize = 400;
 const RING: usize = 64;
 
 pub fn log_document() -> Vec<String> {
-    let paths = ["/", "/login", "/api/items", "/api/orders", "/static/app.js", "/search"];
+    let paths = [
+        "/",
+        "/login",
+        "/api/items",
+        "/api/orders",
+        "/static/app.js",
+        "/search",
+    ];
     let mut x = 0xC0FF_EE11u32;
     (0..LOG_LINES)
         .map(|i| {
@@ -235,7 +261,11 @@ pub fn log_document() -> Vec<String> {
                 i % 60,
                 if r % 5 == 0 { "POST" } else { "GET" },
                 paths[(r >> 3) as usize % paths.len()],
-                if r % 7 == 0 { format!("/{}", r % 50) } else { String::new() },
+                if r % 7 == 0 {
+                    format!("/{}", r % 50)
+                } else {
+                    String::new()
+                },
                 [200, 200, 200, 304, 404, 500][(r >> 11) as usize % 6],
                 r % 20000
             )
@@ -251,8 +281,10 @@ pub struct Logs {
 pub fn logs() -> Logs {
     Logs {
         lines: log_document(),
-        re: regex::Regex::new(r#"^(\S+) \S+ \S+ \[[^\]]+\] "(GET|POST) (\S+) [^"]*" (\d{3}) (\d+)$"#)
-            .unwrap(),
+        re: regex::Regex::new(
+            r#"^(\S+) \S+ \S+ \[[^\]]+\] "(GET|POST) (\S+) [^"]*" (\d{3}) (\d+)$"#,
+        )
+        .unwrap(),
     }
 }
 
@@ -270,7 +302,9 @@ fn logs_report(logs: &Logs, start: usize) -> String {
     }
     let mut stats: HashMap<String, PathStats> = HashMap::new();
     for line in &logs.lines[start..start + WINDOW] {
-        let Some(c) = logs.re.captures(line) else { continue };
+        let Some(c) = logs.re.captures(line) else {
+            continue;
+        };
         let s = stats.entry(c[3].to_string()).or_default();
         s.hits += 1;
         s.bytes += c[5].parse::<u64>().unwrap();
@@ -283,7 +317,15 @@ fn logs_report(logs: &Logs, start: usize) -> String {
     v.sort_by(|a, b| b.1.hits.cmp(&a.1.hits).then_with(|| a.0.cmp(b.0)));
     let mut out = String::new();
     for (path, s) in v {
-        writeln!(out, "{path} {} {} {} {}", s.hits, s.bytes, s.errors, s.clients.join(",")).unwrap();
+        writeln!(
+            out,
+            "{path} {} {} {} {}",
+            s.hits,
+            s.bytes,
+            s.errors,
+            s.clients.join(",")
+        )
+        .unwrap();
     }
     out
 }
@@ -311,7 +353,11 @@ pub fn steps<'a, R: Region + 'a>(
 ) -> Vec<super::Step<'a>> {
     vec![
         ("cache", 2000, Box::new(cache_step::<R>)),
-        ("results", 300, Box::new(move || results_step::<R>(text_chunks))),
+        (
+            "results",
+            300,
+            Box::new(move || results_step::<R>(text_chunks)),
+        ),
         ("orders", 600, Box::new(move || orders_step::<R>(orders))),
         ("logs", 600, Box::new(move || logs_step::<R>(logs))),
     ]
