@@ -193,17 +193,21 @@ impl Arena {
     /// that steps over one overflows its first time and plans for it at its end.
     /// Their region ends keep planning for those jumps ([`Arena::reset`] leaves the rest of a
     /// region's jumps out of its plan).
+    ///
+    /// The capacity planned for the last owner's inherited blocks is taken off first, so that
+    /// a chain of threads each adopting the last one's arena does not add the same pins again
+    /// at every hand-on.
     fn plan_round_inherited(&self) {
         let cap_end = self.cap_end.get();
         let pinned = (self.granule(self.data_start)..self.granule(cap_end))
             .filter(|&g| self.live(g) != 0)
             .count();
+        let base = cap_end
+            .saturating_sub(self.inherited_pins.get())
+            .max(self.data_start + self.min_capacity);
         self.inherited_pins.set(pinned * GRANULE);
-        if pinned == 0 {
-            return;
-        }
-        let want = (cap_end + pinned * GRANULE).min(self.slot_end);
-        if self.grow_commit(want) {
+        let want = (base + pinned * GRANULE).min(self.slot_end);
+        if want > cap_end && self.grow_commit(want) {
             self.set_capacity_end(want);
         }
     }
