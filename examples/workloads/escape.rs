@@ -259,9 +259,9 @@ pub fn log_document() -> Vec<String> {
                 (r >> 8) % 256,
                 i / 60 % 60,
                 i % 60,
-                if r % 5 == 0 { "POST" } else { "GET" },
+                if r.is_multiple_of(5) { "POST" } else { "GET" },
                 paths[(r >> 3) as usize % paths.len()],
-                if r % 7 == 0 {
+                if r.is_multiple_of(7) {
                     format!("/{}", r % 50)
                 } else {
                     String::new()
@@ -289,7 +289,7 @@ pub fn logs() -> Logs {
 }
 
 thread_local! {
-    static REPORTS: RefCell<(VecDeque<String>, usize)> = RefCell::new((VecDeque::new(), 0));
+    static REPORTS: RefCell<(VecDeque<String>, usize)> = const { RefCell::new((VecDeque::new(), 0)) };
 }
 
 fn logs_report(logs: &Logs, start: usize) -> String {
