@@ -224,6 +224,7 @@ impl Arena {
             pending_bytes: Cell::new(0),
             closed: Cell::new(false),
             dry: Cell::new(false),
+            capacity_laps: Cell::new(0),
             dry_remote: Cell::new(0),
             turned_away: Cell::new(0),
             emptied_left: Cell::new(EMPTIED_MIN),

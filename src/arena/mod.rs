@@ -367,6 +367,10 @@ pub struct Arena {
     /// is turned away at once instead of lapping over the same pinned granules again.
     /// Invariant: `dry` implies `closed`.
     dry: Cell<bool>,
+    /// Markers mode: how often this region lapped at its capacity's end (bits 0-1, saturating
+    /// at 3), how often the last one did (bits 2-3), and whether this one outgrew its plan by a
+    /// near miss (bit 4); see `Arena::extend_past_plan`.
+    capacity_laps: Cell<u8>,
     /// `remote_bytes` when the arena ran dry.
     dry_remote: Cell<u64>,
     /// Requests turned away since the closed arena last looked at its bound.

@@ -69,6 +69,7 @@ impl Arena {
     pub fn reset(&self) {
         // The next region shows again whether it allocates after its walks.
         self.walk_steps.set(WALK_STEPS_SHORT);
+        self.end_capacity_laps();
         if self.live_uncounted.get() != 0 && self.carry_reset() {
             return;
         }

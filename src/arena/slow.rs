@@ -80,6 +80,7 @@ impl Arena {
                 && !self.overflowing.load(Ordering::Relaxed)
                 && self.lap_once(&mut wrapped)
             {
+                self.note_capacity_lap();
                 // A region about to outgrow its capacity laps first: what its dead temporaries
                 // left may hold the block, and then the work fits the capacity it planned.
                 continue;
