@@ -115,9 +115,7 @@ impl Arena {
         if self.recycle || need_end <= run_end {
             return false;
         }
-        let cap_end = self.cap_end.get();
-        let past_plan = need_end > cap_end;
-        if past_plan {
+        if need_end > self.cap_end.get() {
             return self.extend_past_plan(need_end);
         }
         if need_end > self.committed_end.get() {
@@ -150,12 +148,11 @@ impl Arena {
     /// [`Arena::extend_over_resident`] for a region that misses its plan by a little: the run
     /// ends at the capacity's end and the request reaches at most [`NEAR_MISS`] past it. The
     /// run goes on over free granules, committed and made resident as the bound allows, still
-    /// without counting, and the region outgrows its capacity (its end plans for what it used).
-    /// The slow path would otherwise lap first, which counts the range, and a region that fitted
+    /// without counting, and the plan grows to the run's new end. The slow path would
+    /// otherwise lap first, which counts the range, and a region that fitted
     /// its plan by that lap never learned what it needs: typed `serde` orders 1.2 KB over their
     /// capacity counted their range twice a request and paid a counted free for every later
-    /// block (6.5 % more instructions than mimalloc). The capacity grows by what the request
-    /// needs, once a region. Further past the plan, or where the laps say the region's
+    /// block (6.5 % more instructions than mimalloc). Once a region; further past the plan, or where the laps say the region's
     /// temporaries die as it goes ([`Arena::near_miss_allowed`]), the lap comes first, as
     /// before: such a region reuses their granules, and its capacity does not creep.
     fn extend_past_plan(&self, need_end: usize) -> bool {
@@ -169,7 +166,9 @@ impl Arena {
             return false;
         }
         let end = align_up(need_end, GRANULE);
-        let mut newly = 0;
+        // Granules that may become resident: those not resident now, and those not committed
+        // yet (committed below, they read as zero).
+        let mut at_most_newly = 0;
         let mut at = run_end;
         while at < end {
             if at < self.committed_end.get() {
@@ -178,21 +177,21 @@ impl Arena {
                     return false;
                 }
                 // SAFETY: granule of this slot (below `committed_end`); owner thread only.
-                newly += (unsafe { *self.touched.add(g) } == 0) as usize;
+                at_most_newly += (unsafe { *self.touched.add(g) } == 0) as usize;
             } else {
-                newly += 1; // committed below, so it reads as zero and is not resident
+                at_most_newly += 1;
             }
             at += GRANULE;
         }
         if !footprint::may_enter_many(
             self.resident(),
-            newly,
+            at_most_newly,
             self.allowance(self.pending_bytes.get()),
         ) || !self.grow_commit(end)
         {
             return false;
         }
-        let mut dirty_end = 0;
+        let (mut newly, mut dirty_end) = (0u64, 0);
         let mut at = run_end;
         while at < end {
             let g = self.granule(at);
@@ -205,11 +204,12 @@ impl Arena {
                     dirty_end = at + GRANULE;
                 } else {
                     *touched = 1;
+                    newly += 1;
                 }
             }
             at += GRANULE;
         }
-        self.resident_granules.add(newly as u64);
+        self.resident_granules.add(newly);
         self.set_run_end(end, dirty_end);
         // The plan grows now, not by an overflow: the region's later requests past it still
         // lap first, and its end plans for what it used.
