@@ -75,7 +75,7 @@ pub fn set_sites_known() {
 /// True when allocation sites are known. Regions predict only then: with every site 0 the
 /// table tells blocks apart by size class alone, and a class that a few escaped blocks made
 /// long sends every temporary of that class to the next allocator, through the predictor's
-/// slow path (a Rust cache filled from inside requests ran 1.3x slower so, and 1.25x with
+/// slow path (a Rust cache filled from inside requests would run 1.3x slower, and 1.25x with
 /// `ResizeAlloc::wrap(MiMalloc)`); without prediction the arena steps over the granules the
 /// escapes pin, under the memory bound (footprint.rs).
 #[inline]

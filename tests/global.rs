@@ -361,19 +361,24 @@ fn op() -> impl Strategy<Value = Op> {
 /// A block handed to another thread (raw pointers are not `Send`).
 struct Sent(usize, Layout, u8);
 
+/// Checks the contents of a live block handed over and frees it.
+fn check_and_free(Sent(p, layout, fill): Sent) {
+    check_block(&Block {
+        ptr: p as *mut u8,
+        layout,
+        fill,
+        mine: false,
+    });
+    // SAFETY: a live block handed over to be freed once, with its layout.
+    unsafe { A.dealloc(p as *mut u8, layout) };
+}
+
 /// [`Op::Thread`]'s thread: frees `frees`, then in a region allocates `allocs` blocks of sizes
 /// drawn from `seed` and keeps `keep` of them; returns the kept ones.
 fn short_thread(frees: Vec<Sent>, allocs: u8, keep: u8, seed: u64) -> Vec<Sent> {
     std::thread::spawn(move || {
-        for Sent(p, layout, fill) in frees {
-            check_block(&Block {
-                ptr: p as *mut u8,
-                layout,
-                fill,
-                mine: false,
-            });
-            // SAFETY: a live block handed over to be freed once, with its layout.
-            unsafe { A.dealloc(p as *mut u8, layout) };
+        for b in frees {
+            check_and_free(b);
         }
         let mut x = seed | 1;
         region(|| {
@@ -392,15 +397,8 @@ fn short_thread(frees: Vec<Sent>, allocs: u8, keep: u8, seed: u64) -> Vec<Sent> 
                 made.push(Sent(p as usize, layout, fill));
             }
             let kept: Vec<Sent> = made.drain(..(keep as usize).min(made.len())).collect();
-            for Sent(p, layout, fill) in made {
-                check_block(&Block {
-                    ptr: p as *mut u8,
-                    layout,
-                    fill,
-                    mine: false,
-                });
-                // SAFETY: a block of this region, freed once.
-                unsafe { A.dealloc(p as *mut u8, layout) };
+            for b in made {
+                check_and_free(b);
             }
             kept
         })

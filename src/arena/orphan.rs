@@ -123,7 +123,7 @@ impl Arena {
     /// (`in_region` false) and what it leaves live is at most an eighth of the capacity its
     /// regions planned. A thread per request that keeps a session object then hands its warm,
     /// sized arena to the next thread instead of leaving it orphaned for the session's life,
-    /// which made every new thread start a fresh arena that had learned nothing and fault its
+    /// where every new thread would start a fresh arena that has learned nothing and fault its
     /// temporaries in again (100 threads of 10 MB each: 259,000 page faults, 5.8x glibc's time).
     /// The new owner's regions step over the inherited blocks, as over their own escapes, and
     /// its first region learns the extent. Owner thread only.
@@ -187,8 +187,8 @@ impl Arena {
 
     /// Markers mode, on adoption: the capacity the old owner's regions planned grows by the
     /// granules its live blocks pin inside it, so that the new owner's regions, whose runs step
-    /// over them, fit without overflowing (a region repeated 100 times on an adopted arena with
-    /// a few inherited blocks overflowed in each). A pinned granule is one a live block starts
+    /// over them, fit without overflowing (without it, a region repeated 100 times on an
+    /// adopted arena with a few inherited blocks overflows in each). A pinned granule is one a live block starts
     /// or ends in; the granules inside a large inherited block are not counted, and a region
     /// that steps over one overflows its first time and plans for it at its end.
     /// Their region ends keep planning for those jumps ([`Arena::reset`] leaves the rest of a

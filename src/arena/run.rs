@@ -148,13 +148,13 @@ impl Arena {
     /// [`Arena::extend_over_resident`] for a region that misses its plan by a little: the run
     /// ends at the capacity's end and the request reaches at most [`NEAR_MISS`] past it. The
     /// run goes on over free granules, committed and made resident as the bound allows, still
-    /// without counting, and the plan grows to the run's new end. The slow path would
-    /// otherwise lap first, which counts the range, and a region that fitted
-    /// its plan by that lap never learned what it needs: typed `serde` orders 1.2 KB over their
-    /// capacity counted their range twice a request and paid a counted free for every later
-    /// block (6.5 % more instructions than mimalloc). Once a region; further past the plan, or where the laps say the region's
-    /// temporaries die as it goes ([`Arena::near_miss_allowed`]), the lap comes first, as
-    /// before: such a region reuses their granules, and its capacity does not creep.
+    /// without counting, and the plan grows to the run's new end. Were the slow path to lap
+    /// first, it would count the range, and a region that fitted its plan by that lap would
+    /// never learn what it needs: typed `serde` orders 1.2 KB over their capacity would count
+    /// their range twice a request and pay a counted free for every later block (6.5 % more
+    /// instructions than mimalloc). Once a region; further past the plan, or where the laps say
+    /// the region's temporaries die as it goes ([`Arena::near_miss_allowed`]), the lap comes
+    /// first: such a region reuses their granules, and its capacity does not creep.
     fn extend_past_plan(&self, need_end: usize) -> bool {
         let (run_end, cap_end) = (self.run_end.get(), self.cap_end.get());
         if run_end < cap_end

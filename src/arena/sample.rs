@@ -144,8 +144,8 @@ impl Arena {
     /// round at the region's end: a block freed inside its region is short however much the
     /// region allocated meanwhile, and one alive across an end is long (each end moves the
     /// clock by [`REGION_LAP`]). With a fixed lap there, a region of 10 MB of temporaries that
-    /// all live until its end taught the predictor that their site is long-lived, and sent the
-    /// next regions' temporaries to the next allocator (914 MiB in 100 such regions).
+    /// all live until its end would teach the predictor that their site is long-lived, and send
+    /// the next regions' temporaries to the next allocator (914 MiB in 100 such regions).
     fn lap_bytes(&self) -> u64 {
         if self.recycle {
             LAP

@@ -27,9 +27,9 @@ pub const WARM_PAGES: usize = 64;
 
 /// Empty pages the pool keeps past [`WARM_PAGES`] for the purge delay
 /// (`RESIZEALLOC_PURGE_DELAY_MS`), at most 32 MiB in all, as an exited thread's arena keeps its
-/// free memory: a thread per request that fills 10 MB of small blocks and exits gave back all
-/// but 4 MiB of them, and the next thread faulted the rest in again (100 such threads: 151,000
-/// page faults, 3.9x glibc's time).
+/// free memory: a thread per request that fills 10 MB of small blocks and exits would
+/// otherwise give back all but 4 MiB of them, and the next thread fault the rest in again (100
+/// such threads: 151,000 page faults, 3.9x glibc's time).
 const WARM_DEFERRED_PAGES: usize = 512;
 
 // ------------------------------------------------------------------------------ the reservation
