@@ -42,5 +42,7 @@ pub mod stats;
 
 pub use arena::{GRANULE, GRANULE_SHIFT};
 pub use global::ResizeAlloc;
-pub use region::{region, region_begin, region_depth, region_end, trim, RegionError, RegionGuard};
+pub use region::{
+    outside_regions, region, region_begin, region_depth, region_end, trim, RegionError, RegionGuard,
+};
 pub use stats::{stats, MemoryStats, ProcessStats, SmallStats, Stats, ThreadStats};

@@ -34,6 +34,13 @@ pub trait Region {
     /// the workloads whose blocks escape run only where it is true.
     const KEEPS_ESCAPES: bool = true;
     fn run<T>(f: impl FnOnce() -> T) -> T;
+    /// Runs `f`, whose blocks the program knows will outlive the request, where such blocks
+    /// belong: for `ResizeAlloc`, `resizealloc::outside_regions` (the next allocator).
+    /// The `_kept` workloads wrap their escaping allocations in it: what the library gives when
+    /// the escapes are known (a predictor's best).
+    fn keep<T>(f: impl FnOnce() -> T) -> T {
+        f()
+    }
 }
 
 /// For allocators without regions: the request runs as it is.
@@ -51,6 +58,9 @@ pub struct Regions;
 impl Region for Regions {
     fn run<T>(f: impl FnOnce() -> T) -> T {
         resizealloc::region(f)
+    }
+    fn keep<T>(f: impl FnOnce() -> T) -> T {
+        resizealloc::outside_regions(f)
     }
 }
 

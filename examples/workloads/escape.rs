@@ -14,6 +14,10 @@
 //!   `HashMap<String, _>`, a sorted report `String` returned and kept in a ring of the last 64
 //!   (each dropped outside regions, 64 requests later).
 //!
+//! `cache_kept` and `results_kept` do the same work with what escapes made under
+//! [`Region::keep`] (`resizealloc::outside_regions` for `ResizeAlloc`): the figure the
+//! library reaches when the program says which blocks it keeps.
+//!
 //! Every step returns a checksum that is the same under every allocator.
 
 use std::cell::RefCell;
@@ -51,7 +55,9 @@ thread_local! {
     static CACHE: RefCell<Cache> = RefCell::new(Cache { rng: 0x1234_5678, ..Default::default() });
 }
 
-fn cache_request(c: &mut Cache) -> usize {
+/// With `KEEP`, what the request keeps (the key and value it inserts, the map's growth) is
+/// made under [`Region::keep`].
+fn cache_request<R: Region, const KEEP: bool>(c: &mut Cache) -> usize {
     let mut sum = 0;
     for _ in 0..20 {
         let k = xorshift(&mut c.rng) % CACHE_KEYS;
@@ -61,10 +67,18 @@ fn cache_request(c: &mut Cache) -> usize {
         match c.map.get(&key) {
             Some(v) => sum += v.len() + v[v.len() / 2] as usize,
             None => {
-                let v = vec![(k % 251) as u8; 64 + (k as usize * 37) % 1984];
-                sum += v.len();
-                c.order.push_back(key.clone());
-                c.map.insert(key, v);
+                let insert = |c: &mut Cache, key: String| {
+                    let v = vec![(k % 251) as u8; 64 + (k as usize * 37) % 1984];
+                    let len = v.len();
+                    c.order.push_back(key.clone());
+                    c.map.insert(key, v);
+                    len
+                };
+                sum += if KEEP {
+                    R::keep(|| insert(c, key.clone()))
+                } else {
+                    insert(c, key)
+                };
                 if c.order.len() > CACHE_ENTRIES {
                     let old = c.order.pop_front().unwrap();
                     c.map.remove(&old);
@@ -75,8 +89,8 @@ fn cache_request(c: &mut Cache) -> usize {
     sum
 }
 
-fn cache_step<R: Region>() -> usize {
-    CACHE.with(|c| R::run(|| cache_request(&mut c.borrow_mut())))
+fn cache_step<R: Region, const KEEP: bool>() -> usize {
+    CACHE.with(|c| R::run(|| cache_request::<R, KEEP>(&mut c.borrow_mut())))
 }
 
 // ---- results to another thread ----
@@ -105,7 +119,8 @@ pub fn chunks(text: &str, n: usize) -> Vec<&str> {
     out
 }
 
-fn top_words(chunk: &str) -> Vec<(String, u32)> {
+/// With `KEEP`, the returned top 8 are copied under [`Region::keep`].
+fn top_words<R: Region, const KEEP: bool>(chunk: &str) -> Vec<(String, u32)> {
     let mut counts: HashMap<String, u32> = HashMap::new();
     for w in chunk.split_whitespace() {
         *counts.entry(w.to_lowercase()).or_insert(0) += 1;
@@ -113,13 +128,21 @@ fn top_words(chunk: &str) -> Vec<(String, u32)> {
     let mut v: Vec<(String, u32)> = counts.into_iter().collect();
     v.sort_unstable_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
     v.truncate(8);
-    v
+    if KEEP {
+        R::keep(|| v.iter().map(|(w, n)| (w.clone(), *n)).collect())
+    } else {
+        v
+    }
 }
 
-fn results_step<R: Region>(chunks: &[&str]) -> usize {
+fn results_step<R: Region, const KEEP: bool>(chunks: &[&str]) -> usize {
     R::run(|| {
-        let parts: Vec<Vec<(String, u32)>> =
-            pool().install(|| chunks.par_iter().map(|c| R::run(|| top_words(c))).collect());
+        let parts: Vec<Vec<(String, u32)>> = pool().install(|| {
+            chunks
+                .par_iter()
+                .map(|c| R::run(|| top_words::<R, KEEP>(c)))
+                .collect()
+        });
         let mut merged: HashMap<String, u32> = HashMap::new();
         for part in parts {
             for (w, n) in part {
@@ -352,11 +375,17 @@ pub fn steps<'a, R: Region + 'a>(
     logs: &'a Logs,
 ) -> Vec<super::Step<'a>> {
     vec![
-        ("cache", 2000, Box::new(cache_step::<R>)),
+        ("cache", 20000, Box::new(cache_step::<R, false>)),
+        ("cache_kept", 20000, Box::new(cache_step::<R, true>)),
         (
             "results",
             300,
-            Box::new(move || results_step::<R>(text_chunks)),
+            Box::new(move || results_step::<R, false>(text_chunks)),
+        ),
+        (
+            "results_kept",
+            300,
+            Box::new(move || results_step::<R, true>(text_chunks)),
         ),
         ("orders", 600, Box::new(move || orders_step::<R>(orders))),
         ("logs", 600, Box::new(move || logs_step::<R>(logs))),

@@ -328,8 +328,25 @@ impl Drop for RegionGuard {
 }
 
 /// Runs `f` with the calling thread's allocations going to the next allocator, whatever its
-/// region state; frees are unaffected. For bookkeeping that must not live in a region arena
-/// (the device pools' own maps). The state is restored when `f` returns or unwinds.
+/// region state; frees are unaffected. The state is restored when `f` returns or unwinds.
+///
+/// For what a region makes and the program keeps: an entry inserted into a long-lived cache,
+/// a result handed to another thread. Such blocks stay valid in the arena too, but each pins
+/// its granule and is counted when freed; made here they cost what the next allocator charges,
+/// and the region's temporaries around them stay in the arena. Also for bookkeeping that must
+/// not live in a region arena (the device pools' own maps).
+///
+/// ```
+/// use std::collections::HashMap;
+/// let mut cache: HashMap<String, Vec<u8>> = HashMap::new();
+/// resizealloc::region(|| {
+///     let key = format!("/items/{}", 7); // a temporary: the arena
+///     let value = vec![7u8; 100];
+///     // The entry outlives the request: the next allocator.
+///     resizealloc::outside_regions(|| cache.insert(key.clone(), value.clone()));
+/// });
+/// assert_eq!(cache["/items/7"].len(), 100);
+/// ```
 pub fn outside_regions<R>(f: impl FnOnce() -> R) -> R {
     struct Restore(*const Arena);
     impl Drop for Restore {
