@@ -5,6 +5,10 @@
 //! unmapped it would leave the destructor, and the arenas' blocks, pointing into nothing: the
 //! next thread that exits after it would jump into unmapped code. With the flag, `dlclose`
 //! succeeds and the library stays mapped until the process ends.
+//!
+//! `-soname libresizealloc.so.MAJOR`: what a program linked with `-lresizealloc` records and
+//! loads at run time. A program run under `LD_PRELOAD` of another build of the library (same
+//! SONAME) gets that one copy, not two.
 
 //!
 //! `asm_entry_points`: `malloc` and `free` are the assembly entry points of `src/malloc.rs`,
@@ -15,6 +19,10 @@
 
 fn main() {
     println!("cargo:rustc-cdylib-link-arg=-Wl,-z,nodelete");
+    // The SONAME programs linked against the library record: one per major version
+    // (scripts/install.sh makes libresizealloc.so.MAJOR point at the versioned file).
+    let major = std::env::var("CARGO_PKG_VERSION_MAJOR").unwrap_or_else(|_| "0".into());
+    println!("cargo:rustc-cdylib-link-arg=-Wl,-soname,libresizealloc.so.{major}");
     println!("cargo:rerun-if-changed=build.rs");
     println!("cargo::rustc-check-cfg=cfg(asm_entry_points)");
     let arch = std::env::var("CARGO_CFG_TARGET_ARCH").unwrap_or_default();

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The Python package (python/): a virtual environment in target/py with maturin, NumPy, pytest
-# and what NumPy's test_mem_policy.py needs (python/requirements-test.txt), and the package
-# built from this checkout (maturin compiles the Rust extension) and installed into it.
+# and what NumPy's test_mem_policy.py needs (python/requirements-test.txt), and the package's
+# wheel built from this checkout (maturin compiles the Rust extension) and installed into it.
 # Idempotent; called by scripts/setup.sh. Prints nothing but errors unless something changes.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -12,6 +12,10 @@ if [ ! -x "$VENV/bin/python" ]; then
   "$PY" -m venv "$VENV"
 fi
 "$VENV/bin/python" -m pip install -q --disable-pip-version-check -r python/requirements-test.txt
-# --no-build-isolation: use the venv's maturin instead of fetching one per build.
-PATH="$PWD/$VENV/bin:$PATH" nice -n 10 "$VENV/bin/python" -m pip install -q --disable-pip-version-check \
-  --no-build-isolation ./python
+# The wheel users install (target/wheels, manylinux-tagged for this glibc: maturin checks the
+# symbol versions it needs), then installed from the file, as a user would.
+rm -f target/wheels/resizealloc-*.whl
+PATH="$PWD/$VENV/bin:$PATH" nice -n 10 "$VENV/bin/maturin" build --quiet --release \
+  -m python/Cargo.toml --compatibility manylinux_2_34 -o target/wheels >/dev/null
+"$VENV/bin/python" -m pip install -q --disable-pip-version-check --force-reinstall --no-deps \
+  target/wheels/resizealloc-*.whl

@@ -47,9 +47,12 @@ cargo clippy --workspace --all-targets -- -D warnings
 # a name, so their docs share a folder).
 RUSTDOCFLAGS="-D warnings" cargo doc --no-deps -p resizealloc
 RUSTDOCFLAGS="-D warnings --document-private-items" cargo doc --no-deps -p resizealloc-preload
-# The Python package (python/; installed into target/py by setup.sh): its pytest suite, with
-# the debug libresizealloc.so built above for the preloaded-mode tests.
-target/py/bin/python -m pytest -q python/tests
+# Installed as users install it: the crates through `cargo publish --dry-run` and a new project
+# on the packaged crate; the C library through scripts/install.sh, pkg-config and a second build
+# under LD_PRELOAD; the Python wheel (built by setup.sh) in a fresh virtualenv without Rust,
+# where the package's pytest suite runs against it (with the debug libresizealloc.so built
+# above for the preloaded-mode tests).
+bash scripts/package_check.sh
 # The GPU check as far as a machine without a GPU goes: CUDA programs built, scripts run, a dry run.
 RESIZEALLOC_SO="$PWD/target/debug/libresizealloc.so" bash scripts/gpu_build_check.sh
 # Weakly ordered targets: the workspace must build for aarch64 (the reservation's publication

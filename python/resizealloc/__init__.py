@@ -42,6 +42,7 @@ __all__ = [
     "ThreadStats",
     "ProcessStats",
     "MemoryStats",
+    "SmallStats",
 ]
 __version__ = "0.1.0"
 
@@ -130,14 +131,25 @@ class MemoryStats:
 
 
 @dataclass(frozen=True)
+class SmallStats:
+    """The small-block heap (process mode's home for requests of up to 1 KiB)."""
+
+    pages_in_use: int
+    bytes_in_pages: int
+    pages_given_back: int
+    pages_adopted: int
+
+
+@dataclass(frozen=True)
 class Stats:
     """``thread``: the calling thread's figures; ``process``: every arena's; ``memory``: the bound
-    and the predictor. Where the library is preloaded these are its arenas, otherwise the
-    package's own."""
+    and the predictor; ``small``: the small-block heap. Where the library is preloaded these are
+    its arenas, otherwise the package's own."""
 
     thread: ThreadStats
     process: ProcessStats
     memory: MemoryStats
+    small: SmallStats
 
 
 def _make(cls: type, d: dict) -> Any:
@@ -146,5 +158,5 @@ def _make(cls: type, d: dict) -> Any:
 
 def stats() -> Stats:
     """The calling thread's and the process's figures."""
-    t, p, m = _native._stats()
-    return Stats(_make(ThreadStats, t), _make(ProcessStats, p), _make(MemoryStats, m))
+    t, p, m, k = _native._stats()
+    return Stats(_make(ThreadStats, t), _make(ProcessStats, p), _make(MemoryStats, m), _make(SmallStats, k))

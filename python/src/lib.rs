@@ -161,7 +161,10 @@ macro_rules! dict_of {
 
 /// (thread, process, memory) figures as three dicts; the package turns them into dataclasses.
 #[pyfunction]
-fn _stats(py: Python<'_>) -> PyResult<(Bound<'_, PyDict>, Bound<'_, PyDict>, Bound<'_, PyDict>)> {
+#[allow(clippy::type_complexity)] // the four sections of `resizealloc.Stats`
+fn _stats(
+    py: Python<'_>,
+) -> PyResult<(Bound<'_, PyDict>, Bound<'_, PyDict>, Bound<'_, PyDict>, Bound<'_, PyDict>)> {
     let s = match backend::preloaded() {
         Some(p) => {
             let mut s = resizealloc::Stats::default();
@@ -175,6 +178,7 @@ fn _stats(py: Python<'_>) -> PyResult<(Bound<'_, PyDict>, Bound<'_, PyDict>, Bou
     let t = s.thread;
     let p = s.process;
     let m = s.memory;
+    let k = s.small;
     Ok((
         dict_of!(py, t, [arena_capacity, arena_committed, high_water, region_allocs,
             overflow_allocs, spilled_allocs, resizes, region_depth]),
@@ -184,6 +188,7 @@ fn _stats(py: Python<'_>) -> PyResult<(Bound<'_, PyDict>, Bound<'_, PyDict>, Bou
         dict_of!(py, m, [thread_resident, thread_live, process_resident, process_live,
             efficiency_permille, granules_given_back, bound_closures, bytes_turned_away,
             bytes_routed_away, sites_learned_long, sites_learned_short, sites_long_now]),
+        dict_of!(py, k, [pages_in_use, bytes_in_pages, pages_given_back, pages_adopted]),
     ))
 }
 

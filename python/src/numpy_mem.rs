@@ -187,7 +187,7 @@ fn is_ours(capsule: *mut ffi::PyObject) -> bool {
     let h = handler_of(capsule);
     // SAFETY: a live capsule's handler struct (capsules outlive their use here). Our wrappers
     // are the only handlers whose malloc is this function (compared by address).
-    !h.is_null() && unsafe { (*h).allocator.malloc }.map(|f| f as usize) == Some(handler_malloc as usize)
+    !h.is_null() && unsafe { (*h).allocator.malloc }.map(|f| f as usize) == Some(handler_malloc as *const () as usize)
 }
 
 /// The wrapper of the handler in `prev` (made once per previous handler). Borrowed: the cache

@@ -170,6 +170,26 @@ def test_stats_dataclass_and_trim():
     assert after.memory.thread_resident <= s.memory.thread_resident
 
 
+def test_stats_small_heap_section(lib_path):
+    """``stats().small``: the preloaded library's small-block heap, which process mode fills
+    with requests of up to 1 KiB (600-byte bytearrays pass pymalloc's 512-byte limit)."""
+    from conftest import run_py
+
+    p = run_py(
+        """
+        import resizealloc
+        xs = [bytearray(600) for _ in range(10000)]
+        s = resizealloc.stats()
+        assert isinstance(s.small, resizealloc.SmallStats)
+        assert s.small.pages_in_use >= 1 and s.small.bytes_in_pages >= 65536, s.small
+        print("small", s.small.pages_in_use, len(xs))
+        """,
+        env_extra={"RESIZEALLOC_REGION": "process"},
+        preload=lib_path,
+    )
+    assert p.stdout.startswith("small ")
+
+
 def test_raw_objects_come_from_the_arena():
     before = resizealloc.stats().thread.region_allocs
     with region():
