@@ -6,8 +6,8 @@
 
 `speed` reads `scripts/matrix.sh`'s table (ns per allocation) and draws a few cells, one bar
 per allocator; `memory` reads the peak-RSS table of `scripts/mem_bench.sh` (MiB). Each
-allocator keeps its colour in both charts. The caption (machine, date, commit) goes under the
-chart. No dependencies beyond the standard library.
+allocator keeps its colour in both charts. Under each chart, a line says what it leaves out,
+and the caption (machine, date, version) follows. No dependencies beyond the standard library.
 """
 import html
 import sys
@@ -47,11 +47,11 @@ def number(text):
         return None
 
 
-def bars(title, unit, groups, series, values, caption, out, clip_to=None):
+def bars(title, unit, groups, series, values, caption, out, clip_to=None, note=""):
     """Horizontal grouped bars: for each group, one bar per series (values[g][s] or None)."""
     bar, gap, left, width = 11, 10, 150, 430
     top = 40
-    height = top + len(groups) * (len(series) * bar + gap) + 40 + 16 * len(series)
+    height = top + len(groups) * (len(series) * bar + gap) + 40 + 16 * len(series) + (16 if note else 0)
     vmax = max(v for g in values for v in g if v is not None) or 1
     if clip_to:
         # Bars past `clip_to` times the largest value of the clipped-to series are cut at the
@@ -80,6 +80,8 @@ def bars(title, unit, groups, series, values, caption, out, clip_to=None):
         svg.append('<rect x="%d" y="%d" width="10" height="10" fill="%s"/>' % (left, y - 9, COLOURS.get(s, "#333333")))
         svg.append('<text x="%d" y="%d">%s</text>' % (left + 14, y, html.escape(s)))
         y += 16
+    if note:
+        svg.append('<text x="10" y="%d" fill="#555555">%s</text>' % (height - 22, html.escape(note)))
     svg.append('<text x="10" y="%d" fill="#555555">%s</text>' % (height - 6, html.escape(caption)))
     svg.append("</svg>")
     open(out, "w").write("\n".join(svg) + "\n")
@@ -93,16 +95,29 @@ def main():
         by_cell = {r[0]: r for r in rows}
         groups = [c for c in SPEED_CELLS if c in by_cell]
         values = [[number(by_cell[g][header.index(s)]) for s in series] for g in groups]
+        note = ("%d of the table's %d cells, one thread; bars past 4x resizealloc's largest are cut "
+                "(the value is printed)" % (len(groups), len(rows)))
         bars("Inside regions: ns per allocation (lower is faster)", "ns per allocation and its free",
-             groups, series, values, caption, out, clip_to=("resizealloc", 4))
+             groups, series, values, caption, out, clip_to=("resizealloc", 4), note=note)
     elif kind == "memory":
         # rz-process and rz-markers: the library in process mode and in markers mode. Programs
         # whose glibc peak is over 100 MiB are left out (they would flatten the rest).
         series = [s for s in header[1:] if s in COLOURS]
-        rows = [r for r in rows if (number(r[header.index("glibc")]) or 0) < 100]
+        glibc = header.index("glibc")
+        big = [r for r in rows if (number(r[glibc]) or 0) >= 100]
+        rows = [r for r in rows if (number(r[glibc]) or 0) < 100]
         groups = [r[0] for r in rows]
         values = [[number(r[header.index(s)]) for s in series] for r in rows]
-        bars("Peak RSS (lower is leaner)", "MiB", groups, series, values, caption, out)
+        note = ""
+        if big:
+            # The worst of the library's ratios to glibc among the programs left out, so the
+            # chart never hides the worst case.
+            ours = [s for s in series if s.startswith("rz-") or s == "resizealloc"]
+            worst = max(((number(r[header.index(s)]) or 0) / (number(r[glibc]) or 1), r[0], s)
+                        for r in big for s in ours)
+            note = ("Left out, over 100 MiB under glibc: %s (the library's worst among them: "
+                    "%s %s at %.2fx glibc)" % (", ".join(r[0] for r in big), worst[1], worst[2], worst[0]))
+        bars("Peak RSS (lower is leaner)", "MiB", groups, series, values, caption, out, note=note)
     else:
         sys.exit("usage: charts.py speed|memory TABLE OUT.svg CAPTION")
 
