@@ -41,6 +41,8 @@ if objdump -d --no-show-raw-insn "$TWINS_SO" | awk '/<malloc>:$/,/^$/' | grep '%
     echo "the tls-thread-local build's malloc is the assembly one"; exit 1
 fi
 RESIZEALLOC_SO="$TWINS_SO" cargo test -p resizealloc-preload
+# The README's benchmark summary quotes only figures that stand in BENCHMARKS.md.
+python3 scripts/check_figures.py
 # Lints: clippy on every target of both crates, warnings as errors.
 cargo clippy --workspace --all-targets -- -D warnings
 # The API docs build without a broken link (the two crates one at a time: their libraries share
