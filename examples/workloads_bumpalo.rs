@@ -3,7 +3,9 @@
 //! growth cells grow bumpalo's own `Vec` and `String` (in place while they are the arena's last
 //! allocation). What a program gets by rewriting its allocations against an arena by hand, and
 //! only where it frees nothing it needs again before the region ends. bumpalo is no global
-//! allocator, so the request workloads do not apply: this binary runs `--matrix` only.
+//! allocator, so of the request workloads only `tree` is here, rewritten against the arena
+//! (nodes are `&'bump` references, dropped with the reset): `--only tree` runs it with the
+//! same output and checksum as the other binaries' `tree`. Everything else is `--matrix`.
 #[allow(dead_code)] // the request workloads: not for an explicit arena
 #[path = "workloads/common.rs"]
 mod common;
@@ -62,11 +64,71 @@ impl Heap for BumpHeap {
 
 impl_bytes_and_text!(BumpVec<'_, u8>, BumpString<'_>);
 
+/// `common.rs`'s boxed tree, on the arena: the same nodes in the same order.
+struct Node<'a> {
+    left: Option<&'a Node<'a>>,
+    right: Option<&'a Node<'a>>,
+    value: u64,
+}
+
+fn build<'a>(bump: &'a Bump, depth: u32, next: &mut u64) -> &'a Node<'a> {
+    *next += 1;
+    let value = *next;
+    let (left, right) = if depth == 0 {
+        (None, None)
+    } else {
+        (
+            Some(build(bump, depth - 1, next)),
+            Some(build(bump, depth - 1, next)),
+        )
+    };
+    bump.alloc(Node { left, right, value })
+}
+
+fn sum(n: &Node) -> u64 {
+    n.value + n.left.map_or(0, sum) + n.right.map_or(0, sum)
+}
+
+fn tree_step() -> usize {
+    BumpHeap::region(|| {
+        let mut next = 0;
+        sum(build(arena(), 11, &mut next)) as usize
+    })
+}
+
+/// The request loop of `common::main` for `tree`: a warm-up request, then the timed ones, on
+/// each of `threads` threads; prints the same `RESULT` line.
+fn tree_requests(quick: bool, threads: usize) {
+    let n = if quick { 1500 / 10 + 1 } else { 1500 };
+    let v: Vec<(f64, usize)> = std::thread::scope(|s| {
+        let hs: Vec<_> = (0..threads)
+            .map(|_| {
+                s.spawn(move || {
+                    let mut check = std::hint::black_box(tree_step());
+                    let t0 = std::time::Instant::now();
+                    for _ in 0..n {
+                        check = check.wrapping_add(std::hint::black_box(tree_step()));
+                    }
+                    (t0.elapsed().as_nanos() as f64 / n as f64, check)
+                })
+            })
+            .collect();
+        hs.into_iter().map(|h| h.join().unwrap()).collect()
+    });
+    let check = v.iter().fold(0usize, |a, x| a.wrapping_add(x.1));
+    let ns = v.iter().map(|x| x.0).sum::<f64>() / v.len() as f64;
+    println!("RESULT tree/{threads}t {ns:.0} ns check={check}");
+    common::report_peak_rss();
+}
+
 fn main() {
     let args = common::args();
-    if !args.matrix {
-        eprintln!("workloads_bumpalo: bumpalo is no global allocator; run it with --matrix");
+    if args.matrix {
+        return common::matrix::main::<BumpHeap>(args.quick, args.only);
+    }
+    if args.only.as_deref() != Some("tree") {
+        eprintln!("workloads_bumpalo: bumpalo is no global allocator; run it with --matrix, or --only tree");
         std::process::exit(2);
     }
-    common::matrix::main::<BumpHeap>(args.quick, args.only)
+    tree_requests(args.quick, args.threads)
 }

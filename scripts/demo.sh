@@ -1,22 +1,22 @@
 #!/usr/bin/env bash
-# The main job: build the library and show it against plain malloc and mimalloc.
-#   1. the Rust demo (ResizeAlloc as #[global_allocator], regions vs System, stats);
-#   2. a C program whose iterations are regions, plain malloc, mimalloc and libresizealloc.so:
-#      small temporaries, and image frames above glibc's mmap ceiling;
-#   3. a Python program whose steps make large temporaries: plain, with ctypes region markers,
-#      and unmodified under RESIZEALLOC_REGION=process.
-# Parts 2 and 3 (scripts/demo_run.py) print median times and peak RSS side by side and fail
-# (non-zero exit) when libresizealloc.so does not load, a run fails or the answers differ.
+# The main job: builds the library and shows it, for each way in, against what that user would
+# otherwise use (scripts/demo_run.py has the parts): Rust's #[global_allocator] against System,
+# the mimalloc crate and bumpalo; C under LD_PRELOAD against glibc, mimalloc 3 and tcmalloc; an
+# unmodified Python program in process mode; NumPy under the Python package's region(). Every
+# conclusion it prints is computed from the medians, and its last section lists where the
+# library does not win. Fails (non-zero exit) when the library does not load, a run fails or
+# the answers differ.
+#   DEMO_RUNS=3 (default)   runs of each configuration
 set -euo pipefail
 cd "$(dirname "$0")/.."
-bash scripts/setup.sh
-# --lib builds libresizealloc.so (the preload package's cdylib) too; --examples the Rust demo.
-cargo build --release --workspace --lib --examples
+# Only what the demo runs: a C compiler, tcmalloc, Python's venv, and the Python package with
+# NumPy (not the test suite's programs, peers and CUDA toolkits).
+bash scripts/setup.sh --demo
+cargo build --release -p resizealloc-preload
+cargo build --release -p resizealloc \
+  --example workloads_system --example workloads_mimalloc --example workloads_resize --example workloads_bumpalo
 LIB="$PWD/target/release/libresizealloc.so"
-if [ ! -f "$LIB" ]; then
-  echo "demo: FAILED: $LIB was not built" >&2
-  exit 1
-fi
+[ -f "$LIB" ] || { echo "demo: FAILED: $LIB was not built" >&2; exit 1; }
 PY=$(python3 -c 'import sys; print(sys.executable)')
 # ld.so only warns when a preload cannot be loaded and runs the program without it: make sure
 # the library loads before anything is measured (demo_run.py checks again before each part).
@@ -28,20 +28,9 @@ if [ -n "$err" ]; then
   echo "demo: FAILED: loading $LIB printed: $err" >&2
   exit 1
 fi
-echo
-echo "== 1. Rust: ResizeAlloc as the global allocator (examples/demo.rs)"
-target/release/examples/demo
 mkdir -p target/demo
 cc -O2 -Wall -o target/demo/demo_app scripts/demo_app.c -ldl
-echo
-"$PY" scripts/demo_run.py "$LIB" "$PY" target/demo/demo_app
-# 4. NumPy through the Python package (python/, installed into target/py by setup.sh), when
-#    NumPy is there: plain, region() without preload (NumPy's handler set per block, and kept),
-#    preloaded library + region(), mimalloc.
-if target/py/bin/python -c 'import numpy, resizealloc' 2>/dev/null; then
-  echo
-  echo "== 4. NumPy temporaries per step (scripts/bench_numpy.py; us per step and peak RSS MiB, one round)"
-  target/py/bin/python scripts/bench_numpy.py --rounds 1 --reps 2 --sizes 1K,64K,8M --lib "$LIB" --no-pure
-  echo "  shows: with resizealloc.region() and no LD_PRELOAD, NumPy's temporaries come from the arena"
-  echo "         (NEP 49 handler); plain/region is the speed-up over glibc."
-fi
+# The peers under LD_PRELOAD: mimalloc 3 built from the mimalloc crate's sources, and Debian's
+# tcmalloc.
+MIMALLOC3=$(bash scripts/mimalloc3.sh) TCMALLOC=/usr/lib/x86_64-linux-gnu/libtcmalloc_minimal.so.4 \
+  "$PY" scripts/demo_run.py "$LIB" "$PY" target/demo/demo_app target/release/examples target/py/bin/python

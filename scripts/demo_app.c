@@ -1,9 +1,11 @@
 /* demo_app: a plain C program that marks its repeated work with regions when libresizealloc.so
  * is present (found with dlsym, so the same binary runs without it) and does the same work
- * either way. Two workloads:
+ * either way. Three workloads:
  *
- *   demo_app small [N]    a solver-like iteration: 256 temporaries of 16 B..9 KiB (every
- *                         eighth kept to the end of the iteration) and one 1 MiB work buffer;
+ *   demo_app small [N]    small blocks only: 256 temporaries of 16 B..9 KiB per iteration,
+ *                         every eighth kept to the end of the iteration;
+ *   demo_app large [N]    large blocks only: 8 buffers of 256 KiB..4 MiB per iteration
+ *                         (below glibc's 32 MiB mmap ceiling), written sparsely and freed;
  *   demo_app frames [N]   an image-pipeline step: two 48 MiB frames (input and output), a
  *                         12 MiB and a 3 MiB scratch buffer, 16 row buffers of 192 KiB and a
  *                         histogram. glibc serves blocks above its 32 MiB mmap ceiling with a
@@ -37,11 +39,25 @@ static uint64_t small_iteration(uint64_t *x) {
         checksum += p[0] + p[n - 1];
         if (i % 8 == 0) keep[i / 8] = p; else free(p);
     }
-    double *work = malloc(1 << 20);
-    for (int i = 0; i < (1 << 17); i += 512) work[i] = i;
-    checksum += (uint64_t)work[512];
-    free(work);
     for (int i = 0; i < 32; i++) free(keep[i]);
+    return checksum;
+}
+
+/* 8 buffers of 256 KiB..4 MiB, one page in 16 written, read back and freed. */
+static uint64_t large_iteration(uint64_t *x) {
+    uint64_t checksum = 0;
+    unsigned char *bufs[8];
+    size_t sizes[8];
+    for (int i = 0; i < 8; i++) {
+        *x ^= *x << 13; *x ^= *x >> 7; *x ^= *x << 17;
+        sizes[i] = ((size_t)256 << 10) << (*x % 5); /* 256 KiB, 512 KiB, 1, 2 or 4 MiB */
+        bufs[i] = malloc(sizes[i]);
+        for (size_t o = 0; o < sizes[i]; o += 16 * 4096) bufs[i][o] = (unsigned char)(o >> 12);
+    }
+    for (int i = 0; i < 8; i++) {
+        checksum += bufs[i][sizes[i] / 2 & ~(size_t)0xFFFF] + sizes[i];
+        free(bufs[i]);
+    }
     return checksum;
 }
 
@@ -88,12 +104,12 @@ static long peak_rss_kib(void) {
 
 int main(int argc, char **argv) {
     const char *workload = argc > 1 ? argv[1] : "small";
-    int frames = strcmp(workload, "frames") == 0;
-    if (!frames && strcmp(workload, "small") != 0) {
-        fprintf(stderr, "usage: demo_app small|frames [iterations]\n");
+    int frames = strcmp(workload, "frames") == 0, large = strcmp(workload, "large") == 0;
+    if (!frames && !large && strcmp(workload, "small") != 0) {
+        fprintf(stderr, "usage: demo_app small|large|frames [iterations]\n");
         return 2;
     }
-    long iterations = argc > 2 ? atol(argv[2]) : (frames ? 30 : 20000);
+    long iterations = argc > 2 ? atol(argv[2]) : (frames ? 30 : large ? 2000 : 20000);
     void (*b)(void) = (void (*)(void))dlsym(RTLD_DEFAULT, "resize_region_begin");
     int (*e)(void) = (int (*)(void))dlsym(RTLD_DEFAULT, "resize_region_end");
     if (b && e) { begin = b; end = e; }
@@ -102,7 +118,7 @@ int main(int argc, char **argv) {
     clock_gettime(CLOCK_MONOTONIC, &t0);
     for (long it = 0; it < iterations; it++) {
         begin();
-        checksum += frames ? frame_iteration((uint64_t)it) : small_iteration(&x);
+        checksum += frames ? frame_iteration((uint64_t)it) : large ? large_iteration(&x) : small_iteration(&x);
         end();
     }
     clock_gettime(CLOCK_MONOTONIC, &t1);

@@ -236,6 +236,22 @@ pub fn args() -> Args {
     }
 }
 
+/// With `WORKLOAD_RSS` set, prints `PEAK_RSS <KiB>`: the process's peak resident set (VmHWM,
+/// which unlike `getrusage` of a child does not count the parent's memory from before the
+/// exec). For `scripts/demo_run.py`, which runs one workload per process.
+pub fn report_peak_rss() {
+    if std::env::var_os("WORKLOAD_RSS").is_none() {
+        return;
+    }
+    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
+    let kib = status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmHWM:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
+        .unwrap_or(0);
+    println!("PEAK_RSS {kib}");
+}
+
 pub fn main<R: Region + 'static>() {
     let Args {
         quick,
@@ -293,4 +309,5 @@ pub fn main<R: Region + 'static>() {
         let (ns, check) = ns;
         println!("RESULT {name}/{threads}t {ns:.0} ns check={check}");
     }
+    report_peak_rss();
 }
