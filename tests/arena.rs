@@ -1657,7 +1657,7 @@ fn an_exiting_owner_gives_back_every_granule_its_survivors_do_not_touch() {
 fn calloc_clears_memory_the_kernel_would_not_give_back() {
     // A program that locks its memory (mlock, mlockall: real-time and crypto programs) makes
     // MADV_DONTNEED fail: the old contents stay. The arena must not then take the memory for
-    // fresh (a review found alloc_zeroed returning 86,099 non-zero bytes here).
+    // fresh (alloc_zeroed would return non-zero bytes here).
     let a = arena(ArenaConfig {
         initial_capacity: 64 << 10,
         ..ArenaConfig::default()

@@ -92,7 +92,8 @@ fn compat(mode: &str, preload: bool) -> Output {
     }
 }
 
-/// `__libc_free` of an arena block used to reach glibc and abort (`free(): invalid pointer`).
+/// `__libc_free` of an arena block must be the library's free: glibc's would abort (`free():
+/// invalid pointer`).
 #[test]
 fn libc_names_are_the_library_s_own_functions() {
     for preload in [false, true] {
@@ -280,11 +281,11 @@ fn bootstrap_blocks_are_valid_blocks_for_the_whole_family() {
 
 // ------------------------------------------------------------------------------ CUDA absent
 
-/// In a process with no CUDA driver or runtime (nothing on the library path either), the
-/// library's CUDA exports used to make every probe by symbol succeed, and calling them gave 3.
-/// Now `dlsym` answers as without the library, and the hooks, reached through weak
-/// references, answer what cudart and the driver answer without a driver (35; 3 before
-/// `cuInit`, 100 from it on). See `tests/c/cuda/absent.c`.
+/// In a process with no CUDA driver or runtime (nothing on the library path either), a probe
+/// by symbol must not find the library's CUDA exports as if a driver were there: `dlsym`
+/// answers as without the library, and the hooks, reached through weak references, answer
+/// what cudart and the driver answer without a driver (35; 3 before `cuInit`, 100 from it
+/// on). See `tests/c/cuda/absent.c`.
 #[test]
 fn a_process_without_cuda_does_not_look_like_it_has_cuda() {
     let manifest = Path::new(env!("CARGO_MANIFEST_DIR"));
