@@ -43,6 +43,29 @@ pub mod stats;
 pub use arena::{GRANULE, GRANULE_SHIFT};
 pub use global::ResizeAlloc;
 pub use region::{
-    outside_regions, region, region_begin, region_depth, region_end, trim, RegionError, RegionGuard,
+    outside_regions, region, region_begin, region_depth, region_end, trim, InRegion, InRegionExt,
+    RegionError, RegionGuard,
 };
 pub use stats::{stats, MemoryStats, ProcessStats, SmallStats, Stats, ThreadStats};
+
+/// Runs a function's body in a region, or each poll of an `async fn`'s future (through
+/// [`InRegion`]). The same name as the [`region()`] function, in the macro namespace:
+///
+/// ```
+/// #[resizealloc::region]
+/// fn words(text: &str) -> usize {
+///     let lower = text.to_lowercase(); // a temporary of the region
+///     lower.split_whitespace().count()
+/// }
+///
+/// #[resizealloc::region]
+/// async fn reply(body: String) -> String {
+///     body.trim().to_uppercase() // each poll of this body runs in a region
+/// }
+/// # assert_eq!(words("A b C"), 3);
+/// ```
+///
+/// It refuses, at compile time, anything but a function with a body, a `const fn`, and
+/// arguments.
+#[cfg(feature = "macros")]
+pub use resizealloc_macros::region;

@@ -16,6 +16,7 @@
 //!
 //! The global mode words are in `mode.rs`, a leaf below this module.
 
+mod future;
 mod routing;
 mod thread_state;
 mod tls;
@@ -36,6 +37,7 @@ pub use thread_state::{
     STATE_IN_TLS_BLOCK,
 };
 pub(crate) use thread_state::{JOINED, PROFILING};
+pub use future::{InRegion, InRegionExt};
 pub use tls::state;
 
 use core::marker::PhantomData;

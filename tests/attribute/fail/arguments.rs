@@ -1,0 +1,4 @@
+#[resizealloc::region(capacity = 4096)]
+fn step() {}
+
+fn main() {}

@@ -1,0 +1,6 @@
+#[resizealloc::region]
+const fn answer() -> u32 {
+    42
+}
+
+fn main() {}

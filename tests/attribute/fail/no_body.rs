@@ -1,0 +1,6 @@
+trait Handler {
+    #[resizealloc::region]
+    fn handle(&self, body: &str) -> String;
+}
+
+fn main() {}

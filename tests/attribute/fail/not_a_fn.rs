@@ -1,0 +1,6 @@
+#[resizealloc::region]
+struct Request {
+    body: String,
+}
+
+fn main() {}
