@@ -30,6 +30,13 @@ impl Arena {
             self.spilled_allocs.add(1);
             return ptr::null_mut();
         }
+        if self.stays_dry(size, align) {
+            // Nothing was freed since the closed arena found no free resident granule, and the
+            // run cannot hold the block: the loop below would only count the range and lap
+            // over the same pinned granules again before turning it away (regions whose
+            // escapes keep the arena closed paid 400 instructions a request for that).
+            return self.turn_away(size);
+        }
         // A walk down over freed blocks that paused goes on first; then the block is the fast
         // path's, uncounted like the ones before it, when the run has room.
         if self.finish_paused_walk() {
@@ -147,6 +154,22 @@ impl Arena {
                 }
             }
         }
+    }
+
+    /// The arena is dry (closed, and its last slow path found no free resident granule), nothing
+    /// was freed since (an owner free that empties a granule clears `dry`; another thread's
+    /// moves `remote_bytes`), no paused walk may give memory back at the bump pointer, and the
+    /// block of `size` at alignment `align` does not fit the run: the request is turned away.
+    #[inline]
+    fn stays_dry(&self, size: usize, align: usize) -> bool {
+        if !self.dry.get()
+            || self.paused_at.get() != 0
+            || self.dry_remote.get() != self.remote_bytes()
+        {
+            return false;
+        }
+        let p = align_up(self.top.get() + HEADER, align);
+        align_up(p + size, MIN_ALIGN) > self.run_end.get()
     }
 
     /// The common slow path of a region: the block does not fit the run, and the run can grow
