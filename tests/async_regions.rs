@@ -31,7 +31,11 @@ fn block(tag: u32, len: usize) -> Vec<u8> {
 
 fn check(b: &[u8], tag: u32) {
     for (i, &x) in b.iter().enumerate() {
-        assert_eq!(x, (tag as usize * 31 + i) as u8, "block {tag} byte {i} changed");
+        assert_eq!(
+            x,
+            (tag as usize * 31 + i) as u8,
+            "block {tag} byte {i} changed"
+        );
     }
 }
 
@@ -67,7 +71,10 @@ fn polls_on_several_threads_keep_values_across_awaits_and_free_them_anywhere() {
                                 (0..50).map(|i| format!("w{t}-{step}-{i}")).collect();
                             assert_eq!(words.len(), 50);
                             let tag = t * 1000 + step;
-                            kept.push((tag, block(tag, 64 + (t as usize * 37 + step as usize * 11) % 2000)));
+                            kept.push((
+                                tag,
+                                block(tag, 64 + (t as usize * 37 + step as usize * 11) % 2000),
+                            ));
                             if step % 3 == 0 {
                                 let (tag, b) = kept.remove(0);
                                 tx.send((tag, b)).unwrap();
@@ -98,11 +105,17 @@ fn polls_on_several_threads_keep_values_across_awaits_and_free_them_anywhere() {
     // The polls' temporaries came from the arenas: 64 tasks x 20 polls x 50 words, of which
     // a thread's first regions, before its arena is sized, send some elsewhere.
     let served = resizealloc::stats().process.region_allocs - allocs_before;
-    assert!(served >= 64 * 20 * 50 / 2, "only {served} allocations in regions");
+    assert!(
+        served >= 64 * 20 * 50 / 2,
+        "only {served} allocations in regions"
+    );
 }
 
 #[resizealloc::region]
-async fn handler(id: u32, backend: mpsc::UnboundedSender<(u32, tokio::sync::oneshot::Sender<String>)>) -> Result<String, String> {
+async fn handler(
+    id: u32,
+    backend: mpsc::UnboundedSender<(u32, tokio::sync::oneshot::Sender<String>)>,
+) -> Result<String, String> {
     assert!(region_depth() >= 1);
     let request = format!("{{\"id\":{id},\"items\":[1,2,3]}}");
     let parsed: Vec<u32> = request
@@ -111,7 +124,9 @@ async fn handler(id: u32, backend: mpsc::UnboundedSender<(u32, tokio::sync::ones
         .map(|s| s.parse().map_err(|e| format!("{e}")))
         .collect::<Result<_, _>>()?;
     let (tx, rx) = tokio::sync::oneshot::channel();
-    backend.send((id, tx)).map_err(|_| "backend gone".to_string())?;
+    backend
+        .send((id, tx))
+        .map_err(|_| "backend gone".to_string())?;
     let answer = rx.await.map_err(|e| e.to_string())?; // across the await: escapes
     assert!(region_depth() >= 1);
     Ok(format!("{id}:{}:{answer}", parsed.iter().sum::<u32>()))
@@ -121,13 +136,16 @@ async fn handler(id: u32, backend: mpsc::UnboundedSender<(u32, tokio::sync::ones
 fn the_attribute_runs_an_async_fn_in_regions_and_keeps_its_question_marks() {
     let rt = runtime(2);
     rt.block_on(async {
-        let (btx, mut brx) = mpsc::unbounded_channel::<(u32, tokio::sync::oneshot::Sender<String>)>();
+        let (btx, mut brx) =
+            mpsc::unbounded_channel::<(u32, tokio::sync::oneshot::Sender<String>)>();
         tokio::spawn(async move {
             while let Some((id, reply)) = brx.recv().await {
                 let _ = reply.send(format!("backend-{id}"));
             }
         });
-        let hs: Vec<_> = (0..100).map(|id| tokio::spawn(handler(id, btx.clone()))).collect();
+        let hs: Vec<_> = (0..100)
+            .map(|id| tokio::spawn(handler(id, btx.clone())))
+            .collect();
         for (id, h) in hs.into_iter().enumerate() {
             let got = h.await.unwrap().unwrap();
             assert_eq!(got, format!("{id}:{}:backend-{id}", id + 1 + 2 + 3));

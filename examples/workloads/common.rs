@@ -12,7 +12,8 @@
 //! * and, where the allocator keeps blocks valid past their region, the workloads whose blocks
 //!   escape (`escape.rs`: `cache`, `results`, `orders`, `logs`).
 //!
-//! Usage: `workloads_<alloc> [--quick] [--threads N] [--only W,...]`; prints
+//! Usage: `workloads_<alloc> [--quick] [--threads N] [--only W,...]`, or `--service MODE` for
+//! the async service of `service.rs`; prints
 //! `RESULT <workload>/<threads>t <ns per request> ns check=<sum>` (with N threads, each runs its
 //! own requests; the figure is their mean; the checksum is the same under every allocator). With `--matrix`, the binary runs the region matrix instead (one
 //! thread; `matrix.rs`).
@@ -21,6 +22,8 @@
 pub mod escape;
 #[path = "matrix.rs"]
 pub mod matrix;
+#[path = "service.rs"]
+pub mod service;
 
 use std::collections::HashMap;
 use std::fmt::Write;
@@ -218,6 +221,8 @@ pub struct Args {
     pub threads: usize,
     pub only: Option<String>,
     pub matrix: bool,
+    /// `--service MODE`: the async service (`service.rs`) instead of the request workloads.
+    pub service: Option<String>,
 }
 
 pub fn args() -> Args {
@@ -233,6 +238,7 @@ pub fn args() -> Args {
         threads: value("--threads").and_then(|s| s.parse().ok()).unwrap_or(1),
         only: value("--only"),
         matrix: args.iter().any(|a| a == "--matrix"),
+        service: value("--service"),
     }
 }
 
@@ -258,9 +264,17 @@ pub fn main<R: Region + 'static>() {
         threads,
         only,
         matrix,
+        service: service_mode,
     } = args();
     if matrix {
         return matrix::main::<matrix::Global<R>>(quick, only);
+    }
+    if let Some(m) = service_mode {
+        let Some(mode) = service::Mode::parse(&m) else {
+            eprintln!("--service takes plain, adapter or attribute, not {m:?}");
+            std::process::exit(2);
+        };
+        return service::main(mode, threads, quick);
     }
     let doc = json_document();
     let text = text_document();

@@ -106,13 +106,13 @@ fn first_token_span(item: &TokenStream2) -> proc_macro2::Span {
 
 /// Whether `ty` has an `impl Trait` anywhere (it cannot annotate a `let`).
 fn contains_impl_trait(ty: &Type) -> bool {
-    ty.to_token_stream()
-        .into_iter()
-        .any(|t| matches!(&t, proc_macro2::TokenTree::Ident(i) if i == "impl") || {
+    ty.to_token_stream().into_iter().any(|t| {
+        matches!(&t, proc_macro2::TokenTree::Ident(i) if i == "impl") || {
             if let proc_macro2::TokenTree::Group(g) = &t {
                 g.stream().to_string().contains("impl ")
             } else {
                 false
             }
-        })
+        }
+    })
 }

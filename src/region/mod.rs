@@ -22,6 +22,7 @@ mod thread_state;
 mod tls;
 
 pub use crate::mode::FOREIGN_WATCH;
+pub use future::{InRegion, InRegionExt};
 pub(crate) use routing::{
     acquire_slab_heap, active_arena, as_predicted, count_next_free, in_arena_region, join_process,
     load_active, load_own, mode, own_arena, predicted_arena, settle_outside, slab_heap,
@@ -37,7 +38,6 @@ pub use thread_state::{
     STATE_IN_TLS_BLOCK,
 };
 pub(crate) use thread_state::{JOINED, PROFILING};
-pub use future::{InRegion, InRegionExt};
 pub use tls::state;
 
 use core::marker::PhantomData;
