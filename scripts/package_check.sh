@@ -2,7 +2,7 @@
 # Checks that resizealloc installs the way users install allocators, from the packages alone:
 #   1. Rust: every crate of the workspace passes `cargo publish --dry-run`, and a new project
 #      that depends on the packaged crate (unpacked from its .crate) builds and runs with
-#      `#[global_allocator]` and a region;
+#      `#[global_allocator]`, a region and a `#[resizealloc::region] async fn`;
 #   2. C: scripts/install.sh into a fresh prefix; examples/c/app.c builds with the README's
 #      pkg-config line and runs against the installed library, then runs unmodified under
 #      LD_PRELOAD of a second build (one copy loaded: the preloaded one); Python's ctypes
@@ -28,7 +28,7 @@ if [[ " $ONLY " == *" rust "* ]]; then
     cargo publish --workspace --dry-run --allow-dirty
     # (the dry run leaves the .crate files in target/package/tmp-crate)
     CRATES=target/package/tmp-crate
-    for c in resizealloc resizealloc-preload; do
+    for c in resizealloc resizealloc-macros resizealloc-preload; do
         crate=$CRATES/$c-$VERSION.crate
         [[ -f $crate ]] || fail "$crate was not made"
         if tar tzf "$crate" | grep -E '/(benches|examples|tests|scripts|python)/' >/dev/null; then
@@ -36,6 +36,7 @@ if [[ " $ONLY " == *" rust "* ]]; then
         fi
     done
     tar xzf "$CRATES/resizealloc-$VERSION.crate" -C "$WORK"
+    tar xzf "$CRATES/resizealloc-macros-$VERSION.crate" -C "$WORK"
     APP=$WORK/rust-app
     mkdir -p "$APP/src"
     cat >"$APP/Cargo.toml" <<TOML
@@ -47,14 +48,24 @@ publish = false
 
 [dependencies]
 resizealloc = { path = "$WORK/resizealloc-$VERSION" }
+tokio = { version = "1", features = ["rt-multi-thread"] }
 
 [workspace]
+
+# Until it is on crates.io: the packaged attribute crate the packaged core depends on.
+[patch.crates-io]
+resizealloc-macros = { path = "$WORK/resizealloc-macros-$VERSION" }
 TOML
     cat >"$APP/src/main.rs" <<'RS'
 use resizealloc::{region, stats, ResizeAlloc};
 
 #[global_allocator]
 static A: ResizeAlloc = ResizeAlloc::new();
+
+#[resizealloc::region]
+async fn shout(s: String) -> String {
+    s.to_uppercase()
+}
 
 fn main() {
     let mut kept = Vec::new();
@@ -69,6 +80,8 @@ fn main() {
         assert_eq!(total, 4950 + 100 * step);
     }
     assert_eq!(kept[3], "step 300");
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    assert_eq!(rt.block_on(shout("adopted".to_string())), "ADOPTED");
     let s = stats().thread;
     assert!(s.region_allocs >= 1000, "{s:?}");
     println!("adopter: {} region allocations, capacity {} B", s.region_allocs, s.arena_capacity);
