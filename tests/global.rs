@@ -298,9 +298,11 @@ fn repeated_work_has_zero_overflow_after_the_first_region() {
         };
         region(work);
         let s = stats().thread;
+        // A fresh arena (64 KiB planned) overflows in this first region; one that an exited
+        // thread of another test handed on may be planned for it already.
         assert!(
-            s.overflow_allocs > 0,
-            "the first region should overflow the initial 64 KiB"
+            s.overflow_allocs > 0 || s.arena_capacity >= s.high_water,
+            "the first region neither overflowed nor fitted: {s:?}"
         );
         for _ in 0..100 {
             region(work);

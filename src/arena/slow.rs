@@ -33,8 +33,8 @@ impl Arena {
         if self.stays_dry(size, align) {
             // Nothing was freed since the closed arena found no free resident granule, and the
             // run cannot hold the block: the loop below would only count the range and lap
-            // over the same pinned granules again before turning it away (regions whose
-            // escapes keep the arena closed paid 400 instructions a request for that).
+            // over the same pinned granules again before turning it away, some 400
+            // instructions a request where escapes keep the arena closed.
             return self.turn_away(size);
         }
         // A walk down over freed blocks that paused goes on first; then the block is the fast
