@@ -111,6 +111,34 @@ fn polls_on_several_threads_keep_values_across_awaits_and_free_them_anywhere() {
     );
 }
 
+#[test]
+fn a_thread_that_polls_in_regions_plans_its_arena_for_many_tasks() {
+    std::thread::spawn(|| {
+        let mut cx = std::task::Context::from_waker(std::task::Waker::noop());
+        let mut f = std::pin::pin!(async {
+            let v: Vec<u64> = (0..100).collect();
+            v.iter().sum::<u64>()
+        }
+        .in_region());
+        assert_eq!(f.as_mut().poll(&mut cx), std::task::Poll::Ready(4950));
+        let s = resizealloc::stats().thread;
+        assert!(
+            s.arena_capacity >= resizealloc::region::POLL_PLAN as u64,
+            "capacity {} after a poll in a region",
+            s.arena_capacity
+        );
+        // And the plan holds over later regions whose peaks are small.
+        for _ in 0..50 {
+            resizealloc::region(|| std::hint::black_box(vec![1u8; 100]));
+        }
+        assert!(
+            resizealloc::stats().thread.arena_capacity >= resizealloc::region::POLL_PLAN as u64
+        );
+    })
+    .join()
+    .unwrap();
+}
+
 #[resizealloc::region]
 async fn handler(
     id: u32,

@@ -33,7 +33,7 @@ impl Arena {
     /// (markers mode), or the initial capacity (process mode, where there is no plan).
     pub(super) fn planned_bytes(&self) -> usize {
         if self.recycle {
-            self.min_capacity
+            self.min_capacity.get()
         } else {
             self.cap_end.get() - self.data_start
         }

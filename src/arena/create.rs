@@ -208,7 +208,7 @@ impl Arena {
             inherited_pins: Cell::new(0),
             peaks: Default::default(),
             peaks_seen: Cell::new(0),
-            min_capacity: capacity,
+            min_capacity: Cell::new(capacity),
             recycle: cfg.recycle,
             bounded,
             lap_progress: Cell::new(0),

@@ -318,7 +318,9 @@ pub struct Arena {
     inherited_pins: Cell<usize>,
     peaks: [Cell<usize>; PEAK_HISTORY],
     peaks_seen: Cell<usize>,
-    min_capacity: usize,
+    /// The least capacity the resize policy plans: the initial capacity, or more once
+    /// [`Arena::plan_at_least`] raised it (an async worker's arena).
+    min_capacity: Cell<usize>,
     recycle: bool,
     /// The user set size bounds: every allocation takes the slow path, which checks them.
     bounded: bool,

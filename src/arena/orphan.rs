@@ -204,7 +204,7 @@ impl Arena {
             .count();
         let base = cap_end
             .saturating_sub(self.inherited_pins.get())
-            .max(self.data_start + self.min_capacity);
+            .max(self.data_start + self.min_capacity.get());
         self.inherited_pins.set(pinned * GRANULE);
         let want = (base + pinned * GRANULE).min(self.slot_end);
         if want > cap_end && self.grow_commit(want) {

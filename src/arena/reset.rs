@@ -113,7 +113,7 @@ impl Arena {
             peak.min(room),
             recent_max,
             self.peaks_seen.get(),
-            self.min_capacity,
+            self.min_capacity.get(),
         );
         let wanted = wanted.min(room);
         if wanted > capacity {
@@ -166,6 +166,38 @@ impl Arena {
         // Escapes may have left more resident memory than the bound allows.
         self.look_at_bound(true);
         self.debug_check();
+    }
+
+    /// Raises the least capacity the resize policy plans to `bytes` (rounded up to a granule,
+    /// at most the slot), and the capacity now if it is lower. For an arena whose regions are
+    /// the polls of many interleaved tasks (`InRegion`): each poll's peak is a few KiB, but the
+    /// blocks the tasks keep across their `.await`s die only many polls later, and a capacity
+    /// planned from one poll's peak makes the regions lap over them until the memory bound
+    /// closes the arena. Markers mode, between regions (owner thread, depth 0): the arena is
+    /// then as a region end leaves it, which may change the capacity too.
+    pub fn plan_at_least(&self, bytes: usize) {
+        if self.recycle {
+            return;
+        }
+        let want = align_up(bytes, GRANULE).min(self.slot_end - self.data_start);
+        if self.min_capacity.get() >= want {
+            return;
+        }
+        self.min_capacity.set(want);
+        if self.cap_end.get() - self.data_start < want {
+            let need_end = self.data_start + want;
+            if self.grow_commit(need_end) || self.committed_end.get() >= need_end {
+                self.set_capacity_end(need_end);
+            } else {
+                self.set_capacity_end(self.committed_end.get().max(self.cap_end.get()));
+            }
+        }
+        self.debug_check();
+    }
+
+    /// The least capacity the resize policy plans (see [`Arena::plan_at_least`]).
+    pub fn min_capacity(&self) -> usize {
+        self.min_capacity.get()
     }
 
     /// The next region starts at `resume`. `nothing_live_past` says that no block in
@@ -252,7 +284,7 @@ impl Arena {
     fn ends_quietly(&self, peak: usize) -> bool {
         let capacity = self.cap_end.get() - self.data_start;
         !(peak > capacity
-            || (peak < capacity / 4 && capacity > self.min_capacity)
+            || (peak < capacity / 4 && capacity > self.min_capacity.get())
             || self.spill_bytes.get() != 0
             || self.skipped.get() != 0
             || self.closed.get()
@@ -319,7 +351,7 @@ impl Arena {
     fn quiet_predicting_reset(&self) -> bool {
         if !self.predicting.get()
             || self.peak_bytes() != 0
-            || self.cap_end.get() - self.data_start > self.min_capacity
+            || self.cap_end.get() - self.data_start > self.min_capacity.get()
             || self.spill_bytes.get() != 0
             || self.skipped.get() != 0
             || self.closed.get()

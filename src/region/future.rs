@@ -12,13 +12,40 @@ use core::future::Future;
 use core::pin::Pin;
 use core::task::{Context, Poll};
 
-use super::RegionGuard;
+use super::{state, RegionGuard};
+
+/// The least capacity the arena of a thread that polls futures in regions plans (see
+/// [`Arena::plan_at_least`](crate::arena::Arena::plan_at_least)): its regions are the
+/// interleaved polls of many tasks, whose blocks kept across an `.await` die many polls later.
+/// A tokio service of 256 in-flight requests ran without its arenas closing from 2 MiB on
+/// (BENCHMARKS.md, the async service).
+pub const POLL_PLAN: usize = 2 << 20;
+
+/// After a poll, outside regions: the thread's arena plans [`POLL_PLAN`] at least. One load
+/// and a compare once it does.
+#[inline]
+fn plan_for_polls() {
+    let ts = state();
+    if ts.depth.get() != 0 {
+        return; // a poll inside a region: the outermost end is still to come
+    }
+    let a = ts.arena.get();
+    if a.is_null() {
+        return;
+    }
+    // SAFETY: the calling thread's own arena, between its regions.
+    let arena = unsafe { &*a };
+    if arena.min_capacity() < POLL_PLAN {
+        arena.plan_at_least(POLL_PLAN);
+    }
+}
 
 /// A future that polls `F` inside a region on the polling thread (see the module docs).
 ///
 /// Made by [`InRegion::new`] or [`InRegionExt::in_region`]. Nested adapters and [`region`]
 /// calls inside a poll nest as regions do; a poll that panics still ends its region (the guard
-/// ends it while unwinding). `InRegion<F>` is `Send`, `Sync` and `Unpin` exactly when `F` is.
+/// ends it while unwinding). A thread that polls one plans its arena at [`POLL_PLAN`] at least.
+/// `InRegion<F>` is `Send`, `Sync` and `Unpin` exactly when `F` is.
 ///
 /// [`region`]: super::region
 #[derive(Debug, Clone)]
@@ -47,8 +74,12 @@ impl<F: Future> Future for InRegion<F> {
         // `self` (`into_inner` takes `self` by value, which a pinned future cannot give), has
         // no `Drop` of its own, and is `Unpin` only when `F` is (auto trait).
         let inner = unsafe { self.map_unchecked_mut(|s| &mut s.inner) };
-        let _region = RegionGuard::enter();
-        inner.poll(cx)
+        let out = {
+            let _region = RegionGuard::enter();
+            inner.poll(cx)
+        };
+        plan_for_polls();
+        out
     }
 }
 

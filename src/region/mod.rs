@@ -22,7 +22,7 @@ mod thread_state;
 mod tls;
 
 pub use crate::mode::FOREIGN_WATCH;
-pub use future::{InRegion, InRegionExt};
+pub use future::{InRegion, InRegionExt, POLL_PLAN};
 pub(crate) use routing::{
     acquire_slab_heap, active_arena, as_predicted, count_next_free, in_arena_region, join_process,
     load_active, load_own, mode, own_arena, predicted_arena, settle_outside, slab_heap,
