@@ -106,13 +106,12 @@ fn first_token_span(item: &TokenStream2) -> proc_macro2::Span {
 
 /// Whether `ty` has an `impl Trait` anywhere (it cannot annotate a `let`).
 fn contains_impl_trait(ty: &Type) -> bool {
-    ty.to_token_stream().into_iter().any(|t| {
-        matches!(&t, proc_macro2::TokenTree::Ident(i) if i == "impl") || {
-            if let proc_macro2::TokenTree::Group(g) = &t {
-                g.stream().to_string().contains("impl ")
-            } else {
-                false
-            }
-        }
-    })
+    fn any_impl(tokens: TokenStream2) -> bool {
+        tokens.into_iter().any(|t| match t {
+            proc_macro2::TokenTree::Ident(i) => i == "impl",
+            proc_macro2::TokenTree::Group(g) => any_impl(g.stream()),
+            _ => false,
+        })
+    }
+    any_impl(ty.to_token_stream())
 }

@@ -58,6 +58,16 @@ async fn shout(s: &str) -> String {
 #[resizealloc::region]
 async fn nothing() {}
 
+#[resizealloc::region]
+async fn digits(n: u32) -> impl Iterator<Item = char> {
+    n.to_string().chars().collect::<Vec<_>>().into_iter()
+}
+
+#[resizealloc::region]
+async fn labelled(n: u32) -> (impl std::fmt::Display, u32) {
+    (format!("n={n}"), n)
+}
+
 trait Service {
     async fn call(&self, x: u32) -> u32;
 }
@@ -91,6 +101,9 @@ fn main() {
         assert!(p.count_later("1 x".to_string()).await.is_err());
         assert_eq!(shout("hi").await, "HI");
         nothing().await;
+        assert_eq!(digits(305).await.collect::<String>(), "305");
+        let (label, n) = labelled(4).await;
+        assert_eq!((label.to_string(), n), ("n=4".to_string(), 4));
         assert_eq!(Double.call(21).await, 42);
     });
     assert_eq!(unsafe { raw_len(b"abc".as_ptr(), 3) }, 3);
