@@ -191,7 +191,8 @@ print()
 print("== 2. C under LD_PRELOAD: a program whose iterations are regions (scripts/demo_app.c; it")
 print("      finds resize_region_begin/end with dlsym, so the same binary runs everywhere)")
 check_library_loads()
-c_configs = [("glibc", [APP], None, {})] + [(n, [APP], p, {}) for n, p in peers()] + [("libresizealloc.so", [APP], LIB, {})]
+PRESENT = peers()  # said once; part 4 takes its mimalloc 3 from here too
+c_configs = [("glibc", [APP], None, {})] + [(n, [APP], p, {}) for n, p in PRESENT] + [("libresizealloc.so", [APP], LIB, {})]
 c_rows = [
     ("small: 256 blocks of 16 B..9 KiB", ["small"], None),
     ("large: 8 blocks of 256 KiB..4 MiB", ["large"], None),
@@ -243,7 +244,7 @@ print("      LD_PRELOAD (scripts/bench_numpy.py's step: an expression, a concate
 print("      slice, a sqrt)")
 if subprocess.run([VENV_PY, "-c", "import numpy, resizealloc"], capture_output=True).returncode != 0:
     fail("%s cannot import numpy and resizealloc (scripts/python_env.sh installs them)" % VENV_PY)
-mi3 = dict(peers()).get("mimalloc 3")
+mi3 = dict(PRESENT).get("mimalloc 3")
 np_configs = [("plain NumPy", [VENV_PY, "scripts/bench_numpy.py", "--child", "plain"], None, {})]
 if mi3:
     np_configs.append(("NumPy, mimalloc 3", [VENV_PY, "scripts/bench_numpy.py", "--child", "plain"], mi3, {}))
